@@ -1,0 +1,59 @@
+# lathe: `make demo` and `make test` work on a fresh Debian 12 machine (as root): they install what
+# they need (setup), build (release preset) and run.
+SHELL := /bin/bash
+PRESET ?= release
+BUILD_DIR := build/$(PRESET)
+JOBS ?= $(shell nproc)
+LATHE := $(BUILD_DIR)/lathe
+FIXTURES ?= tests/fixtures
+
+# Debian packages the build and the tests need (bench-setup adds the comparison baselines).
+PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
+            libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+BENCH_PACKAGES := python3 python3-torch python3-numpy libopenblas0-openmp clang
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup bench-setup build test demo asan fuzz bench clean
+
+setup:
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "setup: all build packages present"; fi
+
+bench-setup: setup
+	@missing=$$(for p in $(BENCH_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+
+build: setup
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# Verifies every fixture model against its Hugging Face reference, then generates from one.
+demo: build
+	@for d in $(FIXTURES)/models/*/; do \
+	  echo "== lathe verify $$d"; \
+	  $(LATHE) verify $$d $$d/reference.safetensors || exit 1; \
+	done
+	@echo "== lathe info $(FIXTURES)/models/llama"
+	@$(LATHE) info $(FIXTURES)/models/llama
+	@echo "== lathe generate $(FIXTURES)/models/llama --prompt-ids 175,211,166,245,76 --max-tokens 10"
+	@$(LATHE) generate $(FIXTURES)/models/llama --prompt-ids 175,211,166,245,76 --max-tokens 10
+
+asan:
+	$(MAKE) test PRESET=asan
+
+fuzz: setup
+	$(SUDO) apt-get install -y -qq clang >/dev/null
+	cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j $(JOBS)
+
+bench: bench-setup build
+	bash bench/run_all.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "lathe/autograd/node.h"
+
+namespace lathe {
+namespace {
+thread_local bool tls_grad_enabled = true;
+
+// dst += src, both contiguous f32 of the same shape.
+void add_into(Tensor& dst, const Tensor& src) {
+  LATHE_ASSERT(dst.shape() == src.shape(), "gradient shape ", shape_str(src.shape()), " vs ",
+               shape_str(dst.shape()));
+  Tensor s = src.contiguous();
+  float* d = dst.data<float>();
+  const float* p = s.data<float>();
+  for (int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] += p[i];
+}
+
+// A gradient tensor we may write into: owned, contiguous and not aliased by a saved forward tensor.
+Tensor writable(const Tensor& g) {
+  if (g.is_contiguous() && g.storage().use_count() == 1 && g.impl_ptr().use_count() == 1) return g;
+  return g.clone();
+}
+}  // namespace
+
+bool grad_enabled() { return tls_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(tls_grad_enabled) { tls_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { tls_grad_enabled = previous_; }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!tls_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void record(Tensor& output, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->inputs.reserve(inputs.size());
+  for (Tensor& t : inputs) node->inputs.push_back(t.defined() && t.requires_grad() ? t.impl_ptr() : nullptr);
+  node->backward = std::move(backward);
+  output.impl()->grad_fn = std::move(node);
+  output.impl()->requires_grad = true;
+}
+
+void accumulate_grad(TensorImpl& leaf, const Tensor& g) {
+  if (!leaf.grad.defined()) {
+    leaf.grad = g.dtype() == DType::kF32 ? writable(g) : g.to(DType::kF32);
+    if (leaf.grad.shape() != leaf.shape) leaf.grad = leaf.grad.view(leaf.shape);
+  } else {
+    add_into(leaf.grad, g.shape() == leaf.shape ? g : g.contiguous().view(leaf.shape));
+  }
+}
+
+void backward(const Tensor& loss) {
+  LATHE_CHECK_ARG(loss.defined() && loss.numel() == 1, "[backward] needs a single-element tensor, got ",
+                  loss.defined() ? shape_str(loss.shape()) : "undefined");
+  LATHE_CHECK_ARG(loss.requires_grad(), "[backward] the tensor does not require grad (no recorded graph)");
+  NoGradGuard no_grad;  // gradient rules compose ops; they must not record
+
+  // Reverse topological order of the nodes reachable from loss (iterative DFS: graphs are deep).
+  std::vector<TensorImpl*> order;
+  std::unordered_set<TensorImpl*> seen;
+  std::vector<std::pair<TensorImpl*, size_t>> stack{{loss.impl(), 0}};
+  seen.insert(loss.impl());
+  while (!stack.empty()) {
+    auto& [t, next] = stack.back();
+    Node* n = t->grad_fn.get();
+    if (n && next < n->inputs.size()) {
+      TensorImpl* in = n->inputs[next++].get();
+      if (in && seen.insert(in).second) stack.push_back({in, 0});
+      continue;
+    }
+    order.push_back(t);
+    stack.pop_back();
+  }
+  std::reverse(order.begin(), order.end());
+
+  std::unordered_map<TensorImpl*, Tensor> pending;
+  pending[loss.impl()] = Tensor::full(loss.shape(), 1.0f);
+  for (TensorImpl* t : order) {
+    auto it = pending.find(t);
+    if (it == pending.end()) continue;
+    Tensor g = std::move(it->second);
+    pending.erase(it);
+    if (!t->grad_fn) {
+      if (t->requires_grad) accumulate_grad(*t, g);
+      continue;
+    }
+    std::shared_ptr<Node> node = t->grad_fn;
+    std::vector<Tensor> grads = node->backward(g);
+    LATHE_ASSERT(grads.size() == node->inputs.size(), "node ", node->name, " returned ", grads.size(),
+                 " gradients for ", node->inputs.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      TensorImpl* in = node->inputs[i].get();
+      if (!in || !grads[i].defined()) continue;
+      LATHE_ASSERT(grads[i].numel() == shape_numel(in->shape), "node ", node->name, " input ", i,
+                   " gradient shape ", shape_str(grads[i].shape()), " vs ", shape_str(in->shape));
+      auto [slot, fresh] = pending.try_emplace(in);
+      if (fresh)
+        slot->second = grads[i];
+      else {
+        slot->second = writable(slot->second);
+        add_into(slot->second, grads[i].shape() == slot->second.shape() ? grads[i]
+                                                                        : grads[i].contiguous().view(slot->second.shape()));
+      }
+    }
+    // Release this node's saved tensors now: activation memory falls as the backward proceeds.
+    t->grad_fn.reset();
+  }
+}
+
+}  // namespace lathe

@@ -1,0 +1,52 @@
+// The autograd tape: every differentiable op that sees an input requiring grad records a Node on its
+// output. backward() walks the nodes in reverse topological order. With grad mode off (NoGradGuard, or
+// no input requiring grad) an op records nothing and pays one branch.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lathe/tensor/tensor.h"
+
+namespace lathe {
+
+// Gradient rule: given d(loss)/d(output), returns d(loss)/d(input_i) for each recorded input, in the
+// order the inputs were recorded. An entry may be left undefined when that input needs no gradient.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+struct Node {
+  std::string name;                                  // op name, for errors and debugging
+  std::vector<std::shared_ptr<TensorImpl>> inputs;   // the tensors whose gradients this node produces
+  BackwardFn backward;
+};
+
+bool grad_enabled();
+
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when grad mode is on and any input requires grad: the op must record.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+// Attaches a node to `output` (which then requires grad). Inputs that do not require grad are recorded
+// too (so the rule's result vector lines up) but receive nothing.
+void record(Tensor& output, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+
+// Runs the backward pass from a single-element tensor, accumulating into the .grad() of every leaf that
+// requires grad. Intermediate gradients are freed as soon as they are consumed. The graph is released.
+void backward(const Tensor& loss);
+
+// Accumulates `g` into the leaf tensor's gradient (first time: adopts g without copying).
+void accumulate_grad(TensorImpl& leaf, const Tensor& g);
+
+}  // namespace lathe

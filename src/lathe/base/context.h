@@ -1,0 +1,33 @@
+// Everything a computation needs from its surroundings: worker threads and the seedable RNG.
+// Passed explicitly (STYLE §13); ops reach it through ContextScope, which the caller sets for a region,
+// so two engines with different thread counts can share a process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "lathe/base/thread_pool.h"
+
+namespace lathe {
+
+struct Context {
+  explicit Context(int n_threads = 0) : pool(n_threads) {}
+  ThreadPool pool;
+};
+
+// The context of the calling thread: the innermost live ContextScope, else a process default with all
+// hardware threads (or LATHE_NUM_THREADS).
+Context& current_context();
+
+class ContextScope {
+ public:
+  explicit ContextScope(Context& ctx);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  Context* previous_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,14 @@
+#include "lathe/base/error.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace lathe {
+
+void assert_fail(const char* expr, const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "lathe: internal error at %s:%d: assertion `%s` failed%s%s\n", file, line, expr,
+               msg.empty() ? "" : ": ", msg.c_str());
+  std::abort();
+}
+
+}  // namespace lathe

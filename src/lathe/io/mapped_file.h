@@ -1,0 +1,25 @@
+// Read-only memory map of a whole file; the mapping lives as long as any Storage that points into it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace lathe {
+
+struct MappedFile {
+  std::string path;
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> owner;  // unmaps on release
+  static MappedFile open(const std::string& path);  // throws IoError naming the path
+};
+
+// Writes a file crash-safely: content goes to "<path>.tmp.<pid>", is fsynced, then renamed over path, and
+// the directory is fsynced. A crash leaves either the old file or the new one, never a torn file.
+void write_file_atomic(const std::string& path, const std::string& content);
+// Streaming form for large files: `write` receives a function that appends bytes.
+void write_file_atomic(const std::string& path,
+                       const std::function<void(const std::function<void(const void*, size_t)>& append)>& write);
+
+}  // namespace lathe

@@ -1,0 +1,109 @@
+// linear / matmul fronts: validate, size the output, call the CPU GEMM, record the gradient rule.
+#include "lathe/ops/linear.h"
+
+#include "lathe/autograd/node.h"
+#include "lathe/backend/cpu/gemm.h"
+#include "lathe/base/context.h"
+
+namespace lathe {
+namespace {
+
+// out[M, N] (=|+=) op(a)·op(b) with a f32 and b f32 or bf16, all contiguous row-major.
+void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
+               float* out, float beta) {
+  const ThreadPool& pool = current_context().pool;
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  if (b.dtype() == DType::kBF16) {
+    cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
+                                          out, n, 1.f, beta},
+              pool);
+  } else {
+    cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb,
+                                           out, n, 1.f, beta},
+              pool);
+  }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+  LATHE_CHECK_ARG(x_in.dtype() == DType::kF32, "[linear] input must be f32, got ", dtype_name(x_in.dtype()));
+  LATHE_CHECK_ARG(w.dim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
+                  "[linear] weight must be 2-D f32 or bf16, got ", shape_str(w.shape()), " ",
+                  dtype_name(w.dtype()));
+  LATHE_CHECK_ARG(x_in.dim() >= 1 && x_in.size(-1) == w.size(1), "[linear] input ", shape_str(x_in.shape()),
+                  " does not match weight [out, in] = ", shape_str(w.shape()));
+  LATHE_CHECK_ARG(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.dtype() == DType::kF32),
+                  "[linear] bias must be f32 [", w.size(0), "], got ", b.defined() ? shape_str(b.shape()) : "");
+  const Tensor x = x_in.contiguous();
+  const Tensor wc = w.contiguous();
+  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  Tensor y = Tensor::empty(out_shape);
+  float* yp = y.data<float>();
+  float beta = 0.f;
+  if (b.defined()) {  // seed every row with the bias, then accumulate the product onto it
+    const float* bp = b.contiguous().data<float>();
+    for (int64_t r = 0; r < n; ++r) std::memcpy(yp + r * out, bp, out * sizeof(float));
+    beta = 1.f;
+  }
+  gemm_into(false, true, n, out, in, x, wc, yp, beta);
+
+  if (needs_grad({&x_in, &w, &b})) {
+    const bool want_x = x_in.requires_grad(), want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
+    LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32, "[linear] gradients need an f32 weight (bf16 is inference-only)");
+    Tensor xs = x.detach(), ws = wc.detach();
+    record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {
+      const Tensor g = g_in.contiguous();  // [n, out]
+      Tensor dx, dw, db;
+      if (want_x) {  // dx[n, in] = g[n, out] · w[out, in]
+        dx = Tensor::empty(xs.shape());
+        gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f);
+      }
+      if (want_w) {  // dw[out, in] = gᵀ[out, n] · x[n, in]
+        dw = Tensor::empty(ws.shape());
+        gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f);
+      }
+      if (want_b) {  // db[out] = Σ_rows g
+        db = Tensor::zeros({out});
+        float* dbp = db.data<float>();
+        const float* gp = g.data<float>();
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < out; ++j) dbp[j] += gp[r * out + j];
+      }
+      return {dx, dw, db};
+    });
+  }
+  return y;
+}
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  LATHE_CHECK_ARG(a_in.dim() == 2 && b_in.dim() == 2 && a_in.size(1) == b_in.size(0), "[matmul] shapes ",
+                  shape_str(a_in.shape()), " and ", shape_str(b_in.shape()), " do not chain");
+  LATHE_CHECK_ARG(a_in.dtype() == DType::kF32 && b_in.dtype() == DType::kF32, "[matmul] needs f32 inputs");
+  const Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor c = Tensor::empty({m, n});
+  gemm_into(false, false, m, n, k, a, b, c.data<float>(), 0.f);
+  if (needs_grad({&a_in, &b_in})) {
+    const bool want_a = a_in.requires_grad(), want_b = b_in.requires_grad();
+    Tensor as = a.detach(), bs = b.detach();
+    record(c, "matmul", {a_in, b_in}, [=](const Tensor& g_in) -> std::vector<Tensor> {
+      const Tensor g = g_in.contiguous();  // [m, n]
+      Tensor da, db;
+      if (want_a) {  // da[m, k] = g · bᵀ
+        da = Tensor::empty({m, k});
+        gemm_into(false, true, m, k, n, g, bs, da.data<float>(), 0.f);
+      }
+      if (want_b) {  // db[k, n] = aᵀ · g
+        db = Tensor::empty({k, n});
+        gemm_into(true, false, k, n, m, as, g, db.data<float>(), 0.f);
+      }
+      return {da, db};
+    });
+  }
+  return c;
+}
+
+}  // namespace lathe
