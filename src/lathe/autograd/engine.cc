@@ -62,26 +62,29 @@ void backward(const Tensor& loss) {
   NoGradGuard no_grad;  // gradient rules compose ops; they must not record
 
   // Reverse topological order of the nodes reachable from loss (iterative DFS: graphs are deep).
-  std::vector<TensorImpl*> order;
+  // `order` owns its tensors: releasing a node below drops its references to its inputs, which may be
+  // the last ones to intermediate tensors still waiting in `order`.
+  std::vector<std::shared_ptr<TensorImpl>> order;
   std::unordered_set<TensorImpl*> seen;
-  std::vector<std::pair<TensorImpl*, size_t>> stack{{loss.impl(), 0}};
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> stack{{loss.impl_ptr(), 0}};
   seen.insert(loss.impl());
   while (!stack.empty()) {
-    auto& [t, next] = stack.back();
-    Node* n = t->grad_fn.get();
+    Node* n = stack.back().first->grad_fn.get();
+    size_t& next = stack.back().second;
     if (n && next < n->inputs.size()) {
-      TensorImpl* in = n->inputs[next++].get();
-      if (in && seen.insert(in).second) stack.push_back({in, 0});
+      const std::shared_ptr<TensorImpl>& in = n->inputs[next++];
+      if (in && seen.insert(in.get()).second) stack.push_back({in, 0});
       continue;
     }
-    order.push_back(t);
+    order.push_back(std::move(stack.back().first));
     stack.pop_back();
   }
   std::reverse(order.begin(), order.end());
 
   std::unordered_map<TensorImpl*, Tensor> pending;
   pending[loss.impl()] = Tensor::full(loss.shape(), 1.0f);
-  for (TensorImpl* t : order) {
+  for (std::shared_ptr<TensorImpl>& owned : order) {
+    TensorImpl* t = owned.get();
     auto it = pending.find(t);
     if (it == pending.end()) continue;
     Tensor g = std::move(it->second);
@@ -110,6 +113,7 @@ void backward(const Tensor& loss) {
     }
     // Release this node's saved tensors now: activation memory falls as the backward proceeds.
     t->grad_fn.reset();
+    owned.reset();
   }
 }
 

@@ -1,0 +1,363 @@
+// CPU gemm dispatcher: picks the instruction tier, then runs either the skinny-M (GEMV) path or the
+// Goto/BLIS blocked algorithm (pack A and B into cache-sized panels, call the tier's register-tiled
+// micro-kernel), split over the ThreadPool's workers.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <type_traits>
+
+#include "lathe/backend/cpu/gemm_internal.h"
+
+namespace lathe::cpu {
+
+// ---------------------------------------------------------------------------------------------------
+// Tier selection.
+
+GemmIsa gemm_max_supported_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return __builtin_cpu_supports("avx512bf16") ? GemmIsa::kAvx512Bf16 : GemmIsa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GemmIsa::kAvx2;
+#endif
+  return GemmIsa::kScalar;
+}
+
+GemmIsa gemm_selected_isa() {
+  // Read once: the tier must not change under a running program.
+  static const GemmIsa isa = [] {
+    GemmIsa best = gemm_max_supported_isa();
+    const char* env = std::getenv("LATHE_CPU");
+    const std::string_view want = env ? env : "";
+    GemmIsa cap = GemmIsa::kAvx512Bf16;
+    if (want == "scalar") cap = GemmIsa::kScalar;
+    if (want == "avx2") cap = GemmIsa::kAvx2;
+    if (want == "avx512") cap = GemmIsa::kAvx512;
+    // Intel's Sapphire/Emerald Rapids run vdpbf16ps at half the f32 FMA rate (measured with
+    // bench/peak_fma.cc: 78 vs 158 GFLOP/s per core), so there widening bf16 to f32 while packing and
+    // using the FMA kernel is faster; AMD Zen 4/5 run it at twice the FMA rate.
+#if defined(__x86_64__) || defined(__i386__)
+    if (best == GemmIsa::kAvx512Bf16 && __builtin_cpu_is("intel")) best = GemmIsa::kAvx512;
+#endif
+    return std::min(best, cap);
+  }();
+  return isa;
+}
+
+const GemmKernels& gemm_kernels_for(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512Bf16: return gemm_kernels_avx512_bf16();
+    case GemmIsa::kAvx512: return gemm_kernels_avx512();
+    case GemmIsa::kAvx2: return gemm_kernels_avx2();
+    default: return gemm_kernels_scalar();
+  }
+}
+
+const char* gemm_isa() {
+  static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512bf16"};
+  return kNames[static_cast<int>(gemm_selected_isa())];
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// Element access and packing.
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(bf16 v) { return bf16_to_f32(v); }
+inline uint16_t to_bits(bf16 v) { return v.bits; }
+
+// 64-byte aligned scratch (packed panels are read with aligned vector loads).
+template <class T>
+struct Scratch {
+  explicit Scratch(size_t n) : p(static_cast<T*>(::operator new(std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(64)))) {}
+  ~Scratch() { ::operator delete(p, std::align_val_t(64)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* p;
+};
+
+// Operand view: element (r, c) of op(X) where op(X) is [rows, cols].
+template <class T>
+struct OpView {
+  const T* x;
+  int64_t ld;
+  bool trans;  // stored [cols, rows]
+  T at(int64_t r, int64_t c) const { return trans ? x[c * ld + r] : x[r * ld + c]; }
+};
+
+// Packs [kc][W] micro-panels from an operand whose k rows are contiguous (A with trans_a, B without
+// trans_b): columns [c0, c0 + width) of rows p0..p0+kc of the stored matrix, zero from c_end on. The k
+// loop is outermost so each stored row is read as one contiguous run (a column strip per panel would
+// touch one or two cache lines per row, which the hardware prefetcher does not follow).
+template <class T>
+void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t width, int64_t c_end, int w,
+               float* dst) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* s = v.x + (p0 + p) * v.ld;
+    for (int64_t panel = 0; panel * w < width; ++panel) {
+      float* d = dst + panel * kc * w + p * w;
+      const int64_t c = c0 + panel * w;
+      const int64_t valid = std::clamp<int64_t>(c_end - c, 0, w);
+      if (valid == w) {
+        for (int j = 0; j < w; ++j) d[j] = to_f32(s[c + j]);  // vectorised: no per-element branch
+      } else {
+        for (int j = 0; j < w; ++j) d[j] = j < valid ? to_f32(s[c + j]) : 0.f;
+      }
+    }
+  }
+}
+
+// Packed element: f32, or a u32 holding the bf16 pair (k even, k odd) for vdpbf16ps.
+// pack_a: rows [i0, i0+mc) x k [p0, p0+kc) of op(A) into ceil(mc/MR) micro-panels of [kcp][MR].
+template <class TA, class PackT>
+void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, int64_t panel_begin,
+            int64_t panel_end, PackTransposeFn<TA> pack_t, PackT* dst) {
+  constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
+  const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
+  if constexpr (!kPairs) {
+    if (a.trans) {  // k rows of A are contiguous: pack all panels at once
+      return pack_rows(a, p0, kc, i0 + panel_begin * mr, (panel_end - panel_begin) * mr, i0 + mc, mr,
+                       dst + panel_begin * kcp * mr);
+    }
+  }
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    PackT* d = dst + panel * kcp * mr;
+    const int64_t r0 = i0 + panel * mr, rows = std::min<int64_t>(mr, i0 + mc - r0);
+    if constexpr (kPairs) {
+      for (int i = 0; i < mr; ++i)
+        for (int64_t q = 0; q < kcp; ++q) {
+          uint32_t lo = 0, hi = 0;
+          if (i < rows) {
+            lo = to_bits(a.at(r0 + i, p0 + 2 * q));
+            if (2 * q + 1 < kc) hi = to_bits(a.at(r0 + i, p0 + 2 * q + 1));
+          }
+          d[q * mr + i] = lo | (hi << 16);
+        }
+    } else if (pack_t) {
+      pack_t(a.x + r0 * a.ld + p0, a.ld, static_cast<int>(rows), kc, mr, d);
+    } else {  // read each row contiguously, scatter with stride MR
+      for (int i = 0; i < mr; ++i) {
+        if (i >= rows) {
+          for (int64_t p = 0; p < kc; ++p) d[p * mr + i] = 0.f;
+          continue;
+        }
+        const TA* s = a.x + (r0 + i) * a.ld + p0;
+        for (int64_t p = 0; p < kc; ++p) d[p * mr + i] = to_f32(s[p]);
+      }
+    }
+  }
+}
+
+// pack_b: k [p0, p0+kc) x cols [j0, j0+nc) of op(B) into ceil(nc/NR) micro-panels of [kcp][NR]
+// (bf16 pairs: [kcp][NR][2]); columns past nc are zero so the kernel needs no column edge in its loop.
+template <class TB, class PackT>
+void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr, PackTransposeFn<TB> pack_t,
+            PackT* dst) {
+  constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
+  const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
+  if constexpr (!kPairs) {
+    if (!b.trans) return pack_rows(b, p0, kc, j0, (nc + nr - 1) / nr * nr, j0 + nc, nr, dst);
+  }
+  for (int64_t panel = 0; panel * nr < nc; ++panel) {
+    PackT* d = dst + panel * kcp * nr;
+    const int64_t c0 = j0 + panel * nr, cols = std::min<int64_t>(nr, j0 + nc - c0);
+    if constexpr (kPairs) {
+      uint16_t* h = reinterpret_cast<uint16_t*>(d);
+      for (int64_t q = 0; q < kcp; ++q)
+        for (int j = 0; j < nr; ++j) {
+          const bool in = j < cols;
+          h[(q * nr + j) * 2] = in ? to_bits(b.at(p0 + 2 * q, c0 + j)) : 0;
+          h[(q * nr + j) * 2 + 1] = in && 2 * q + 1 < kc ? to_bits(b.at(p0 + 2 * q + 1, c0 + j)) : 0;
+        }
+    } else if (pack_t) {
+      pack_t(b.x + c0 * b.ld + p0, b.ld, static_cast<int>(cols), kc, nr, d);
+    } else {  // B [N, K] (Linear weight): read rows of W contiguously, scatter with stride NR
+      for (int j = 0; j < nr; ++j) {
+        if (j >= cols) {
+          for (int64_t p = 0; p < kc; ++p) d[p * nr + j] = 0.f;
+          continue;
+        }
+        const TB* s = b.x + (c0 + j) * b.ld + p0;
+        for (int64_t p = 0; p < kc; ++p) d[p * nr + j] = to_f32(s[p]);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Blocked algorithm.
+
+// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop; the packed
+// B block (KC x NC = 768 KiB) stays in the worker's L2; the packed A block (MC x KC) is shared by the
+// workers and lives in L3.
+constexpr int64_t kKc = 384, kNc = 512, kMc = 1008;
+
+// The transposing packer of the tier for element type T (nullptr: portable loop).
+template <class T>
+PackTransposeFn<T> pack_t_for(const GemmKernels& kern) {
+  if constexpr (std::is_same_v<T, float>) return kern.pack_t_f32;
+  else return kern.pack_t_bf16;
+}
+
+// Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with
+// MC = 1008 would otherwise leave a 16-row block and pack B twice).
+int64_t balanced_block(int64_t extent, int64_t max_block, int64_t unit) {
+  const int64_t n_blocks = (extent + max_block - 1) / max_block;
+  const int64_t block = (extent + n_blocks - 1) / n_blocks;
+  return (block + unit - 1) / unit * unit;
+}
+
+template <class TA, class TB, class PackT, class Kernel>
+void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const GemmArgs<TA, TB>& g,
+                  const ThreadPool& pool) {
+  constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
+  const OpView<TA> a{g.a, g.lda, g.trans_a};
+  const OpView<TB> b{g.b, g.ldb, g.trans_b};
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t mc_blk = balanced_block(m, kMc, mr);  // rows of a packed A block (split_n)
+  const int64_t kc_blk = balanced_block(k, kKc, 2);    // even: bf16 pairs never straddle two blocks
+  const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
+  const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
+  const int64_t kcp_max = kPairs ? kc_blk / 2 : kc_blk;
+  const int64_t n_panels = (n + nr - 1) / nr;
+
+  // Two workers split the columns (each packs its own B, the A block is packed cooperatively and shared)
+  // unless there are too few column panels; then they split the rows and each packs what it needs.
+  const int64_t work = m * n * k;
+  int n_workers = work < (int64_t{1} << 18) ? 1 : pool.n_threads();
+  const bool split_n = n_panels >= 2 * n_workers || m < 2 * mr * n_workers;
+  if (!split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, (m + mr - 1) / mr));
+  if (split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, n_panels));
+
+  Scratch<PackT> a_shared(split_n ? mc_blk * kcp_max : 0);
+  pool.run_on_workers(n_workers, [&](int w, int nw) {
+    // This worker's rows [m0, m1) and columns [n0, n1).
+    int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
+    if (split_n) {
+      n0 = n_panels * w / nw * nr;
+      n1 = std::min(n, n_panels * (w + 1) / nw * nr);
+    } else {
+      const int64_t row_panels = (m + mr - 1) / mr;
+      m0 = row_panels * w / nw * mr;
+      m1 = std::min(m, row_panels * (w + 1) / nw * mr);
+    }
+    const int64_t my_mc = split_n ? mc_blk : balanced_block(std::max<int64_t>(m1 - m0, 1), kMc, mr);
+    Scratch<PackT> a_own(split_n ? 0 : my_mc * kcp_max);
+    const int64_t my_nc = balanced_block(std::max<int64_t>(n1 - n0, 1), kNc, nr);
+    Scratch<PackT> b_pack(my_nc * kcp_max);
+    PackT* a_pack = split_n ? a_shared.p : a_own.p;
+
+    for (int64_t i0 = m0; i0 < m1; i0 += my_mc) {
+      const int64_t mc = std::min(my_mc, m1 - i0);
+      const int64_t a_panels = (mc + mr - 1) / mr;
+      for (int64_t p0 = 0; p0 < k; p0 += kc_blk) {
+        const int64_t kc = std::min(kc_blk, k - p0);
+        const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
+        const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
+        if (split_n) {
+          if (nw > 1) {
+#pragma omp barrier
+          }
+          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, a_panels * w / nw, a_panels * (w + 1) / nw, pack_ta, a_pack);
+          if (nw > 1) {
+#pragma omp barrier
+          }
+        } else {
+          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, 0, a_panels, pack_ta, a_pack);
+        }
+        for (int64_t j0 = n0; j0 < n1; j0 += my_nc) {
+          const int64_t nc = std::min(my_nc, n1 - j0);
+          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack.p);
+          for (int64_t ip = 0; ip < a_panels; ++ip) {
+            const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
+            const PackT* ap = a_pack + ip * kcp * mr;
+            float* crow = g.c + (i0 + ip * mr) * g.ldc;
+            for (int64_t jp = 0; jp * nr < nc; ++jp) {
+              const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
+              kernel(kcp, ap, b_pack.p + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows, cols, g.alpha, beta);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Skinny M (decode): x rows made contiguous f32, columns split over the workers.
+
+template <class TA, class TB>
+void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const ThreadPool& pool) {
+  const int m = static_cast<int>(g.m);
+  const float* x = nullptr;
+  std::unique_ptr<float[]> x_copy;
+  if constexpr (std::is_same_v<TA, float>) {
+    if (!g.trans_a && (m == 1 || g.lda == g.k)) x = g.a;
+  }
+  if (!x) {
+    x_copy.reset(new float[m * g.k]);
+    const OpView<TA> a{g.a, g.lda, g.trans_a};
+    for (int i = 0; i < m; ++i)
+      for (int64_t p = 0; p < g.k; ++p) x_copy[i * g.k + p] = to_f32(a.at(i, p));
+    x = x_copy.get();
+  }
+  GemvFn<TB> fn;
+  if constexpr (std::is_same_v<TB, float>) fn = g.trans_b ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
+  else fn = g.trans_b ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
+  // One chunk per worker, 64-column aligned so no two workers write one cache line of y.
+  const int64_t n = g.n;
+  const int n_workers = g.k * n < (int64_t{1} << 16) ? 1 : pool.n_threads();
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, (n + 63) / 64));
+  pool.parallel_for(chunks, [&](int64_t t, int) {
+    const int64_t blocks = (n + 63) / 64;
+    const int64_t j0 = std::min(n, blocks * t / chunks * 64), j1 = std::min(n, blocks * (t + 1) / chunks * 64);
+    if (j0 < j1) fn(m, g.k, x, g.b, g.ldb, j0, j1, g.c, g.ldc, g.alpha, g.beta);
+  });
+}
+
+// C = beta * C (k == 0 or alpha == 0: no products to add).
+void scale_c(int64_t m, int64_t n, float* c, int64_t ldc, float beta) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+}
+
+template <class TA, class TB>
+void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const ThreadPool& pool) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0 || g.alpha == 0.f) return scale_c(g.m, g.n, g.c, g.ldc, g.beta);
+  if (g.m <= kGemvMaxM) return gemm_skinny(kern, g, pool);
+  if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
+    if (kern.dot_bf16) return gemm_blocked<TA, TB, uint32_t>(kern, kern.mr_bf16, kern.nr_bf16, kern.dot_bf16, g, pool);
+  }
+  gemm_blocked<TA, TB, float>(kern, kern.mr, kern.nr, kern.f32, g, pool);
+}
+
+}  // namespace
+
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, float>& args, const ThreadPool& pool) {
+  gemm_dispatch(kern, args, pool);
+}
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, bf16>& args, const ThreadPool& pool) {
+  gemm_dispatch(kern, args, pool);
+}
+void gemm_with(const GemmKernels& kern, const GemmArgs<bf16, bf16>& args, const ThreadPool& pool) {
+  gemm_dispatch(kern, args, pool);
+}
+
+void gemm(const GemmArgs<float, float>& args, const ThreadPool& pool) {
+  gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
+}
+void gemm(const GemmArgs<float, bf16>& args, const ThreadPool& pool) {
+  gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
+}
+void gemm(const GemmArgs<bf16, bf16>& args, const ThreadPool& pool) {
+  gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
+}
+
+}  // namespace lathe::cpu

@@ -1,0 +1,144 @@
+// AVX2 + FMA tier of the CPU gemm (CPUs without AVX-512): a 6 x 16 f32 micro-kernel (12 ymm
+// accumulators) and the skinny-M kernels. Packing and threading are shared with the other tiers (gemm.cc).
+// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as maybe-uninitialized once inlined
+// (GCC PR 105593, fixed in 13); the warning is spurious.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "lathe/backend/cpu/gemm_internal.h"
+
+#define LATHE_AVX2 __attribute__((target("avx2,fma")))
+
+namespace lathe::cpu {
+namespace {
+
+// 6 x 16: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers; 2 loads + 6 broadcasts
+// per 12 FMAs.
+constexpr int kMr = 6, kNv = 2, kNr = 8 * kNv;
+
+template <int M>
+LATHE_AVX2 void ukernel_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n, float alpha,
+                            float beta) {
+  __m256 acc[M][kNv];
+  for (int i = 0; i < M; ++i)
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 bv[kNv];
+    for (int v = 0; v < kNv; ++v) bv[v] = _mm256_load_ps(b + p * kNr + 8 * v);
+    for (int i = 0; i < M; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + p * kMr + i);
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  for (int i = 0; i < M; ++i) {
+    if (n == kNr) {
+      for (int v = 0; v < kNv; ++v) {
+        float* p = c + i * ldc + 8 * v;
+        __m256 r = _mm256_mul_ps(acc[i][v], va);
+        if (beta != 0.f) r = _mm256_fmadd_ps(_mm256_loadu_ps(p), vb, r);
+        _mm256_storeu_ps(p, r);
+      }
+    } else {  // column edge: go through memory so only the n valid columns are touched
+      alignas(32) float row[kNr];
+      for (int v = 0; v < kNv; ++v) _mm256_store_ps(row + 8 * v, acc[i][v]);
+      for (int j = 0; j < n; ++j) {
+        float& out = c[i * ldc + j];
+        out = beta == 0.f ? alpha * row[j] : alpha * row[j] + beta * out;
+      }
+    }
+  }
+}
+
+template <std::size_t... I>
+constexpr auto make_f32_table(std::index_sequence<I...>) {
+  using Fn = void (*)(int64_t, const float*, const float*, float*, int64_t, int, float, float);
+  return std::array<Fn, sizeof...(I)>{&ukernel_f32<static_cast<int>(I) + 1>...};
+}
+
+LATHE_AVX2 void micro_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                          float alpha, float beta) {
+  static constexpr auto kTable = make_f32_table(std::make_index_sequence<kMr>());
+  kTable[m - 1](kc, a, b, c, ldc, n, alpha, beta);
+}
+
+// 8 weights as f32 (bf16: widen by a 16-bit shift).
+LATHE_AVX2 inline __m256 load_w8(const float* w) { return _mm256_loadu_ps(w); }
+LATHE_AVX2 inline __m256 load_w8(const bf16* w) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline float to_f32(float v) { return v; }
+inline float to_f32(bf16 v) { return bf16_to_f32(v); }
+
+LATHE_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// W [N, K]: one row of W at a time against all m rows of x (m <= 4), scalar K tail.
+template <class TW>
+LATHE_AVX2 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta) {
+  const int64_t k_main = k & ~int64_t{7};
+  for (int64_t j = j0; j < j1; ++j) {
+    const TW* wr = w + j * ldw;
+    __m256 acc[kGemvMaxM] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t p = 0; p < k_main; p += 8) {
+      const __m256 wv = load_w8(wr + p);
+      for (int i = 0; i < m; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * k + p), wv, acc[i]);
+    }
+    for (int i = 0; i < m; ++i) {
+      float s = hsum(acc[i]);
+      for (int64_t p = k_main; p < k; ++p) s += x[i * k + p] * to_f32(wr[p]);
+      float& out = y[i * ldy + j];
+      out = beta == 0.f ? alpha * s : alpha * s + beta * out;
+    }
+  }
+}
+
+// W [K, N]: sums for a column chunk stay in L1 while W rows stream contiguously.
+template <class TW>
+LATHE_AVX2 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta) {
+  constexpr int64_t kChunk = 1024;
+  alignas(32) float sums[kGemvMaxM][kChunk];
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int64_t nc = j1 - c0 < kChunk ? j1 - c0 : kChunk, nc_main = nc & ~int64_t{7};
+    for (int i = 0; i < m; ++i)
+      for (int64_t v = 0; v < nc; ++v) sums[i][v] = 0.f;
+    for (int64_t p = 0; p < k; ++p) {
+      const TW* wr = w + p * ldw + c0;
+      for (int i = 0; i < m; ++i) {
+        const __m256 xv = _mm256_set1_ps(x[i * k + p]);
+        for (int64_t v = 0; v < nc_main; v += 8)
+          _mm256_store_ps(&sums[i][v], _mm256_fmadd_ps(xv, load_w8(wr + v), _mm256_load_ps(&sums[i][v])));
+        for (int64_t v = nc_main; v < nc; ++v) sums[i][v] += x[i * k + p] * to_f32(wr[v]);
+      }
+    }
+    for (int i = 0; i < m; ++i)
+      for (int64_t v = 0; v < nc; ++v) {
+        float& out = y[i * ldy + c0 + v];
+        out = beta == 0.f ? alpha * sums[i][v] : alpha * sums[i][v] + beta * out;
+      }
+  }
+}
+
+}  // namespace
+
+const GemmKernels& gemm_kernels_avx2() {
+  static const GemmKernels k{.isa = GemmIsa::kAvx2, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
+                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
+                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>};
+  return k;
+}
+
+}  // namespace lathe::cpu

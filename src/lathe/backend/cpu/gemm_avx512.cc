@@ -1,0 +1,298 @@
+// AVX-512 micro-kernels of the CPU gemm: the f32 register-blocked tile (FMA), the bf16-pair tile
+// (vdpbf16ps, AVX-512 BF16) and the skinny-M (decode GEMV) kernels. Packing and threading live in gemm.cc.
+// Every function carries its target attribute, so this file is correct without -march=native; the
+// dispatcher calls it only when the CPU reports the ISA.
+// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as maybe-uninitialized once inlined
+// (GCC PR 105593, fixed in 13); the warning is spurious.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "lathe/backend/cpu/gemm_internal.h"
+
+#define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define LATHE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+
+namespace lathe::cpu {
+namespace {
+
+// f32 tile: MR rows of C x NR = 16 * NV columns. 14 x 32 keeps 28 accumulators + 2 B vectors in the
+// 32 zmm registers; per k step 2 B loads + 14 broadcasts feed 28 FMAs (two FMA ports: 14 cycles), so
+// the loads (2 per cycle) never bind and an A micro-panel (14 x kc) stays in L1 while B streams from L2.
+constexpr int kMr = 14, kNv = 2, kNr = 16 * kNv;
+
+// Lane masks for the n valid columns of a tile, one per 16-wide vector.
+template <int NV>
+LATHE_AVX512 inline void column_masks(int n, __mmask16* masks) {
+  for (int v = 0; v < NV; ++v) {
+    const int r = n - 16 * v;
+    masks[v] = r >= 16 ? __mmask16(0xffff) : r <= 0 ? __mmask16(0) : __mmask16((1u << r) - 1);
+  }
+}
+
+// Writes alpha * acc (+ beta * C) for M rows, through the column masks.
+template <int M, int NV>
+LATHE_AVX512 inline void store_tile(__m512 (&acc)[M][NV], float* c, int64_t ldc, int n, float alpha,
+                                    float beta) {
+  __mmask16 masks[NV];
+  column_masks<NV>(n, masks);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* p = c + i * ldc + 16 * v;
+      __m512 r = _mm512_mul_ps(acc[i][v], va);
+      if (beta != 0.f) r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks[v], p), vb, r);
+      _mm512_mask_storeu_ps(p, masks[v], r);
+    }
+}
+
+// M <= kMr rows are live; the packed A panel keeps its kMr stride (zero rows are simply not computed).
+template <int M>
+LATHE_AVX512 void ukernel_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int n, float alpha,
+                              float beta) {
+  __m512 acc[M][kNv];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 bv[kNv];
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_load_ps(b + p * kNr + 16 * v);
+    _mm_prefetch(reinterpret_cast<const char*>(b + (p + 8) * kNr), _MM_HINT_T0);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[p * kMr + i]);
+#pragma GCC unroll 8
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+  }
+  store_tile<M, kNv>(acc, c, ldc, n, alpha, beta);
+}
+
+template <std::size_t... I>
+constexpr auto make_f32_table(std::index_sequence<I...>) {
+  using Fn = void (*)(int64_t, const float*, const float*, float*, int64_t, int, float, float);
+  return std::array<Fn, sizeof...(I)>{&ukernel_f32<static_cast<int>(I) + 1>...};
+}
+
+LATHE_AVX512 void micro_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                            float alpha, float beta) {
+  static constexpr auto kTable = make_f32_table(std::make_index_sequence<kMr>());
+  kTable[m - 1](kc, a, b, c, ldc, n, alpha, beta);
+}
+
+// bf16-pair tile: each 32-bit lane holds (k, k+1); vdpbf16ps adds both products into the f32 lane, so
+// one instruction does 32 multiply-adds (twice the f32 FMA rate). Same 14 x 32 register blocking.
+template <int M>
+LATHE_AVX512_BF16 void ukernel_bf16(int64_t kc2, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int n,
+                                    float alpha, float beta) {
+  __m512 acc[M][kNv];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t q = 0; q < kc2; ++q) {
+    __m512bh bv[kNv];
+#pragma GCC unroll 8
+    for (int v = 0; v < kNv; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + q * kNr + 16 * v);
+    _mm_prefetch(reinterpret_cast<const char*>(b + (q + 8) * kNr), _MM_HINT_T0);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[q * kMr + i]));
+#pragma GCC unroll 8
+      for (int v = 0; v < kNv; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+  }
+  store_tile<M, kNv>(acc, c, ldc, n, alpha, beta);
+}
+
+template <std::size_t... I>
+constexpr auto make_bf16_table(std::index_sequence<I...>) {
+  using Fn = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int, float, float);
+  return std::array<Fn, sizeof...(I)>{&ukernel_bf16<static_cast<int>(I) + 1>...};
+}
+
+LATHE_AVX512_BF16 void micro_bf16(int64_t kc2, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int m,
+                                  int n, float alpha, float beta) {
+  static constexpr auto kTable = make_bf16_table(std::make_index_sequence<kMr>());
+  kTable[m - 1](kc2, a, b, c, ldc, n, alpha, beta);
+}
+
+// ---- Skinny M (decode): bandwidth bound, W is streamed once for all m <= 4 rows of x. ----
+
+// 16 weights as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
+LATHE_AVX512 inline __m512 load_w(const float* w, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, w); }
+LATHE_AVX512 inline __m512 load_w(const bf16* w, __mmask16 mask) {
+  const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+LATHE_AVX512 inline void store_y(float* y, float v, float alpha, float beta) {
+  *y = beta == 0.f ? alpha * v : alpha * v + beta * *y;
+}
+
+// W [N, K] (trans_b): 4 rows of W at once, dot products along K against each x row; 4 x M accumulators.
+template <class TW, int M>
+LATHE_AVX512 void gemv_nt_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
+                            int64_t ldy, float alpha, float beta) {
+  constexpr int kRows = 4;
+  const int64_t k_main = k & ~int64_t{15};
+  const __mmask16 tail = static_cast<__mmask16>((1u << (k - k_main)) - 1);
+  int64_t j = j0;
+  for (; j + kRows <= j1; j += kRows) {
+    __m512 acc[M][kRows];
+    for (int i = 0; i < M; ++i)
+      for (int r = 0; r < kRows; ++r) acc[i][r] = _mm512_setzero_ps();
+    const TW* wr = w + j * ldw;
+    for (int64_t p = 0; p < k; p += 16) {  // the last step is masked when 16 does not divide k
+      const __mmask16 mask = p < k_main ? __mmask16(0xffff) : tail;
+      __m512 xv[M];
+      for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x + i * k + p);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 wv = load_w(wr + r * ldw + p, mask);
+        for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      for (int r = 0; r < kRows; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
+  }
+  for (; j < j1; ++j) {  // leftover rows of W, one at a time
+    __m512 acc[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p += 16) {
+      const __mmask16 mask = p < k_main ? __mmask16(0xffff) : tail;
+      const __m512 wv = load_w(w + j * ldw + p, mask);
+      for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, x + i * k + p), wv, acc[i]);
+    }
+    for (int i = 0; i < M; ++i) store_y(y + i * ldy + j, _mm512_reduce_add_ps(acc[i]), alpha, beta);
+  }
+}
+
+// W [K, N]: y[:, cols] += x[:, p] * W[p, cols] over p, with a column chunk of the sums kept in an L1
+// buffer so each W row is read as one contiguous run (the hardware prefetcher follows it).
+template <class TW, int M>
+LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
+                            int64_t ldy, float alpha, float beta) {
+  constexpr int64_t kChunk = 1024;  // M x 4 KiB of sums
+  alignas(64) float sums[M][kChunk];
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int64_t nc = j1 - c0 < kChunk ? j1 - c0 : kChunk;
+    for (int i = 0; i < M; ++i)
+      for (int64_t v = 0; v < nc; v += 16) _mm512_store_ps(&sums[i][v], _mm512_setzero_ps());
+    for (int64_t p = 0; p < k; ++p) {
+      __m512 xv[M];
+      for (int i = 0; i < M; ++i) xv[i] = _mm512_set1_ps(x[i * k + p]);
+      const TW* wr = w + p * ldw + c0;
+      for (int64_t v = 0; v < nc; v += 16) {
+        const int rem = static_cast<int>(nc - v);
+        const __mmask16 mask = rem >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
+        const __m512 wv = load_w(wr + v, mask);
+        for (int i = 0; i < M; ++i)
+          _mm512_store_ps(&sums[i][v], _mm512_fmadd_ps(xv[i], wv, _mm512_load_ps(&sums[i][v])));
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      for (int64_t v = 0; v < nc; ++v) store_y(y + i * ldy + c0 + v, sums[i][v], alpha, beta);
+  }
+}
+
+// ---- Transposing pack (A rows -> [kc][MR] panels; W [N, K] rows -> [kc][NR] panels). ----
+
+// In-register 16 x 16 transpose (unpack 32-bit, unpack 64-bit, then two 128-bit lane shuffles).
+LATHE_AVX512 inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+      r[i + 2 * j + 1] =
+          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+    }
+  // r[4q + s] now holds, in each 128-bit lane L, elements (rows 4q..4q+3, column 4L + s).
+  for (int i = 0; i < 4; ++i)
+    for (int s = 0; s < 4; ++s) t[4 * i + s] = r[4 * i + s];
+  for (int s = 0; s < 4; ++s) {
+    const __m512 a = _mm512_shuffle_f32x4(t[s], t[4 + s], 0x88), b = _mm512_shuffle_f32x4(t[s], t[4 + s], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(t[8 + s], t[12 + s], 0x88), d = _mm512_shuffle_f32x4(t[8 + s], t[12 + s], 0xdd);
+    r[s] = _mm512_shuffle_f32x4(a, c, 0x88);       // column s
+    r[8 + s] = _mm512_shuffle_f32x4(a, c, 0xdd);   // column 8 + s
+    r[4 + s] = _mm512_shuffle_f32x4(b, d, 0x88);   // column 4 + s
+    r[12 + s] = _mm512_shuffle_f32x4(b, d, 0xdd);  // column 12 + s
+  }
+}
+
+template <class T>
+LATHE_AVX512 void pack_transpose(const T* src, int64_t ld, int rows, int64_t kc, int stride, float* dst) {
+  for (int r0 = 0; r0 < stride; r0 += 16) {
+    const int nr = stride - r0 < 16 ? stride - r0 : 16;  // destination lanes of this row group
+    const __mmask16 store_mask = static_cast<__mmask16>((1u << nr) - 1);
+    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+      const int np = kc - p0 < 16 ? static_cast<int>(kc - p0) : 16;
+      const __mmask16 load_mask = static_cast<__mmask16>((1u << np) - 1);
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = r0 + i < rows ? load_w(src + (r0 + i) * ld + p0, load_mask) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int pp = 0; pp < np; ++pp) _mm512_mask_storeu_ps(dst + (p0 + pp) * stride + r0, store_mask, r[pp]);
+    }
+  }
+}
+
+template <class TW>
+LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                          float* y, int64_t ldy, float alpha, float beta) {
+  switch (m) {
+    case 1: return gemv_nt_m<TW, 1>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 2: return gemv_nt_m<TW, 2>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 3: return gemv_nt_m<TW, 3>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nt_m<TW, 4>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+  }
+}
+
+template <class TW>
+LATHE_AVX512 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                          float* y, int64_t ldy, float alpha, float beta) {
+  switch (m) {
+    case 1: return gemv_nn_m<TW, 1>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 2: return gemv_nn_m<TW, 2>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 3: return gemv_nn_m<TW, 3>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nn_m<TW, 4>(k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+  }
+}
+
+}  // namespace
+
+const GemmKernels& gemm_kernels_avx512() {
+  static const GemmKernels k{.isa = GemmIsa::kAvx512, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
+                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
+                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>,
+                             .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>};
+  return k;
+}
+
+const GemmKernels& gemm_kernels_avx512_bf16() {
+  static const GemmKernels k = [] {
+    GemmKernels t = gemm_kernels_avx512();
+    t.isa = GemmIsa::kAvx512Bf16;
+    t.mr_bf16 = kMr;
+    t.nr_bf16 = kNr;
+    t.dot_bf16 = &micro_bf16;
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace lathe::cpu

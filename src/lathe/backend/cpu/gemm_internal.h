@@ -1,0 +1,64 @@
+// Internals of the CPU gemm shared by the dispatcher (gemm.cc), the per-ISA micro-kernels
+// (gemm_avx512.cc, gemm_avx2.cc, gemm_scalar.cc) and the tests, which force each tier in turn.
+// Packed layouts (Goto/BLIS): an A micro-panel is [kc][MR] (k-major, MR rows side by side, zero-padded),
+// a B micro-panel is [kc][NR]; for bf16 pairs (vdpbf16ps) A is [kc/2][MR] u32 and B is [kc/2][NR][2] bf16.
+#pragma once
+
+#include <cstdint>
+
+#include "lathe/backend/cpu/gemm.h"
+
+namespace lathe::cpu {
+
+enum class GemmIsa : uint8_t { kScalar, kAvx2, kAvx512, kAvx512Bf16, kCount };
+
+// C[m, n] (m <= MR, n <= NR, row stride ldc) = alpha * Apanel · Bpanel + beta * C; beta == 0: write-only.
+using MicroKernelF32 = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                                float alpha, float beta);
+// Same on bf16 pairs: kc2 = ceil(kc / 2) pair steps; a = [kc2][MR] u32, b = [kc2][NR] u32 (bf16 pairs).
+using MicroKernelBf16 = void (*)(int64_t kc2, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int m,
+                                 int n, float alpha, float beta);
+
+// Skinny-M paths (decode, M <= kGemvMaxM): W is read once for all rows of x.
+// y[i, j] = alpha * sum_p x[i, p] * W(p, j) + beta * y[i, j] for i < m, j in [j0, j1);
+// x is [m, k] contiguous (ldx = k). "nt": W stored [N, K] (trans_b); "nn": W stored [K, N].
+template <class TW>
+using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta);
+inline constexpr int kGemvMaxM = 4;
+
+// Transposing pack: dst[p * stride + r] = src[r * ld + p] for r < rows, p < kc, and 0 for rows <= r <
+// stride (stride = MR or NR). Packs A when not trans_a, and a Linear weight B [N, K] when trans_b.
+template <class T>
+using PackTransposeFn = void (*)(const T* src, int64_t ld, int rows, int64_t kc, int stride, float* dst);
+
+struct GemmKernels {
+  GemmIsa isa;
+  int mr, nr;  // f32 micro tile
+  MicroKernelF32 f32;
+  int mr_bf16 = 0, nr_bf16 = 0;  // 0: no bf16 dot instruction; bf16 x bf16 widens to f32 then
+  MicroKernelBf16 dot_bf16 = nullptr;
+  GemvFn<float> gemv_nt_f32, gemv_nn_f32;
+  GemvFn<bf16> gemv_nt_bf16, gemv_nn_bf16;
+  PackTransposeFn<float> pack_t_f32 = nullptr;  // nullptr: the portable loop in gemm.cc
+  PackTransposeFn<bf16> pack_t_bf16 = nullptr;
+};
+
+// Per-tier tables (defined in gemm_<isa>.cc); the AVX ones are only valid where the CPU has the ISA.
+const GemmKernels& gemm_kernels_scalar();
+const GemmKernels& gemm_kernels_avx2();
+const GemmKernels& gemm_kernels_avx512();
+const GemmKernels& gemm_kernels_avx512_bf16();
+
+// Best tier this CPU supports, lowered by LATHE_CPU=avx512|avx2|scalar (read once).
+GemmIsa gemm_selected_isa();
+// Highest tier the CPU can run (ignores LATHE_CPU); the tests loop over tiers up to it.
+GemmIsa gemm_max_supported_isa();
+const GemmKernels& gemm_kernels_for(GemmIsa isa);
+
+// The drivers with an explicit tier (the public gemm() passes gemm_selected_isa()).
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, float>& args, const ThreadPool& pool);
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, bf16>& args, const ThreadPool& pool);
+void gemm_with(const GemmKernels& kern, const GemmArgs<bf16, bf16>& args, const ThreadPool& pool);
+
+}  // namespace lathe::cpu

@@ -1,0 +1,179 @@
+// Tests of the CPU gemm against the scalar reference (ref/gemm.h) on every instruction tier this CPU can
+// run: all transpose combinations, odd sizes, padded leading dimensions, alpha/beta, skinny M (GEMV)
+// and the three dtype pairs, each with 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lathe/backend/cpu/gemm.h"
+#include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/ref/gemm.h"
+
+namespace lathe::cpu {
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+// Odd sizes around the tiles (MR 14/6/4, NR 32/16), K blocks (384) and M blocks (1008); M <= 4 is GEMV.
+const Shape kShapes[] = {
+    {1, 1, 1},    {1, 7, 33},    {2, 33, 7},    {3, 129, 65},  {4, 31, 130},   {1, 1000, 517},
+    {5, 17, 3},   {7, 33, 129},  {13, 64, 385}, {14, 32, 384}, {15, 33, 769},  {33, 7, 1},
+    {33, 129, 33}, {129, 1, 129}, {129, 129, 7}, {200, 70, 800}, {1030, 97, 40},
+};
+
+inline float to_float(float v) { return v; }
+inline float to_float(bf16 v) { return bf16_to_f32(v); }
+
+template <class T>
+T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return f32_to_bf16(v);
+}
+
+// rows x cols matrix stored with a padded leading dimension (ld = cols + pad), values in [-1, 1].
+template <class T>
+std::vector<T> random_matrix(int64_t rows, int64_t ld, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<T> v(static_cast<size_t>(std::max<int64_t>(rows * ld, 1)));
+  for (auto& x : v) x = from_float<T>(dist(rng));
+  return v;
+}
+
+template <class T>
+float max_abs(const std::vector<T>& v) {
+  float r = 0;
+  for (const T& x : v) r = std::max(r, std::fabs(to_float(x)));
+  return r;
+}
+
+struct Case {
+  bool trans_a = false, trans_b = false;
+  int64_t pad = 0;  // extra elements per stored row of A, B and C
+  float alpha = 1.f, beta = 0.f;
+};
+
+template <class TA, class TB>
+void check(const GemmKernels& kern, const Shape& s, const Case& cs, int n_threads, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t a_rows = cs.trans_a ? s.k : s.m, a_cols = cs.trans_a ? s.m : s.k;
+  const int64_t b_rows = cs.trans_b ? s.n : s.k, b_cols = cs.trans_b ? s.k : s.n;
+  const int64_t lda = a_cols + cs.pad, ldb = b_cols + cs.pad, ldc = s.n + cs.pad;
+  const auto a = random_matrix<TA>(a_rows, lda, rng);
+  const auto b = random_matrix<TB>(b_rows, ldb, rng);
+  std::vector<float> c = random_matrix<float>(s.m, ldc, rng);
+  // beta == 0 makes C write-only: NaN there must not leak into the result.
+  if (cs.beta == 0.f) std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> expect = c;
+  ref::gemm(cs.trans_a, cs.trans_b, s.m, s.n, s.k, cs.alpha, a.data(), lda, b.data(), ldb, cs.beta, expect.data(),
+            ldc, [](auto v) { return to_float(v); });
+
+  GemmArgs<TA, TB> g{.trans_a = cs.trans_a, .trans_b = cs.trans_b, .m = s.m, .n = s.n, .k = s.k,
+                     .a = a.data(), .lda = lda, .b = b.data(), .ldb = ldb, .c = c.data(), .ldc = ldc,
+                     .alpha = cs.alpha, .beta = cs.beta};
+  ThreadPool pool(n_threads);
+  gemm_with(kern, g, pool);
+
+  // Every path multiplies exactly-representable inputs in f32 (bf16 x bf16 products are exact in f32)
+  // and sums K products in f32, so the error is f32 summation error: |err| <= 4 * K * eps_f32 * max|a| *
+  // max|b| * |alpha| (4: slack over the K-term worst case bound), plus one rounding of beta * C. A bf16
+  // epsilon (2^-8) would be loose enough to hide a dropped k pair, so it is not used here.
+  const double eps = std::numeric_limits<float>::epsilon();
+  const double tol_prod = 4.0 * static_cast<double>(std::max<int64_t>(s.k, 1)) * eps * max_abs(a) * max_abs(b) *
+                          std::fabs(cs.alpha);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      const double want = expect[i * ldc + j], got = c[i * ldc + j];
+      const double tol = tol_prod + 2 * eps * std::fabs(want) + 1e-30;
+      ASSERT_LE(std::fabs(got - want), tol) << "at (" << i << ", " << j << ") of " << s.m << "x" << s.n << "x" << s.k
+                                            << " trans_a=" << cs.trans_a << " trans_b=" << cs.trans_b
+                                            << " alpha=" << cs.alpha << " beta=" << cs.beta << " threads=" << n_threads;
+    }
+  // Padding columns of C are never written.
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = s.n; j < ldc; ++j) {
+      const float before = expect[i * ldc + j], after = c[i * ldc + j];
+      ASSERT_TRUE(std::isnan(before) ? std::isnan(after) : before == after) << "pad column " << j << " written";
+    }
+}
+
+class GemmTierTest : public ::testing::TestWithParam<GemmIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > gemm_max_supported_isa()) GTEST_SKIP() << "CPU lacks this instruction tier";
+  }
+  const GemmKernels& kernels() const { return gemm_kernels_for(GetParam()); }
+
+  template <class TA, class TB>
+  void run_all(bool small_only) {
+    uint32_t seed = 1;
+    for (const Shape& s : kShapes) {
+      if (small_only && s.m * s.n * s.k > 2'000'000) continue;
+      for (int t = 0; t < 4; ++t)
+        for (const Case& base : {Case{.pad = 0, .alpha = 1.f, .beta = 0.f}, Case{.pad = 3, .alpha = -0.5f, .beta = 1.5f},
+                                 Case{.pad = 17, .alpha = 2.f, .beta = 1.f}}) {
+          Case cs = base;
+          cs.trans_a = t & 1;
+          cs.trans_b = t & 2;
+          for (int n_threads : {1, 2}) {
+            check<TA, TB>(kernels(), s, cs, n_threads, seed++);
+            if (HasFatalFailure()) return;
+          }
+        }
+    }
+  }
+};
+
+TEST_P(GemmTierTest, F32xF32) { run_all<float, float>(false); }
+TEST_P(GemmTierTest, F32xBf16) { run_all<float, bf16>(true); }
+TEST_P(GemmTierTest, Bf16xBf16) { run_all<bf16, bf16>(true); }
+
+// k == 0 or alpha == 0: C = beta * C, with beta == 0 clearing NaN.
+TEST_P(GemmTierTest, EmptyProductScalesC) {
+  std::vector<float> c = {1.f, 2.f, std::numeric_limits<float>::quiet_NaN(), 4.f};
+  const float a = 1.f, b = 1.f;
+  ThreadPool pool(1);
+  gemm_with(kernels(), GemmArgs<float, float>{.m = 2, .n = 2, .k = 0, .a = &a, .lda = 1, .b = &b, .ldb = 2,
+                                              .c = c.data(), .ldc = 2, .beta = 0.f},
+            pool);
+  for (float v : c) EXPECT_EQ(v, 0.f);
+  c = {1.f, 2.f, 3.f, 4.f};
+  gemm_with(kernels(), GemmArgs<float, float>{.m = 2, .n = 2, .k = 0, .a = &a, .lda = 1, .b = &b, .ldb = 2,
+                                              .c = c.data(), .ldc = 2, .beta = 2.f},
+            pool);
+  EXPECT_EQ(c, (std::vector<float>{2.f, 4.f, 6.f, 8.f}));
+}
+
+std::string tier_name(const ::testing::TestParamInfo<GemmIsa>& info) {
+  static const char* kNames[] = {"Scalar", "Avx2", "Avx512", "Avx512Bf16"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, GemmTierTest,
+                         ::testing::Values(GemmIsa::kScalar, GemmIsa::kAvx2, GemmIsa::kAvx512, GemmIsa::kAvx512Bf16),
+                         tier_name);
+
+// The public entry point uses the selected tier and names it.
+TEST(Gemm, PublicEntryPointMatchesReference) {
+  const std::string isa = gemm_isa();
+  EXPECT_TRUE(isa == "scalar" || isa == "avx2" || isa == "avx512" || isa == "avx512bf16") << isa;
+  std::mt19937 rng(7);
+  const int64_t m = 37, n = 45, k = 53;
+  const auto a = random_matrix<float>(m, k, rng), b = random_matrix<float>(n, k, rng);
+  std::vector<float> c(m * n), expect(m * n);
+  ref::gemm(false, true, m, n, k, 1.f, a.data(), k, b.data(), k, 0.f, expect.data(), n, [](float v) { return v; });
+  ThreadPool pool(2);
+  gemm(GemmArgs<float, float>{.trans_b = true, .m = m, .n = n, .k = k, .a = a.data(), .lda = k, .b = b.data(),
+                              .ldb = k, .c = c.data(), .ldc = n},
+       pool);
+  for (int64_t i = 0; i < m * n; ++i) EXPECT_NEAR(c[i], expect[i], 4 * k * 1.2e-7) << i;
+}
+
+}  // namespace
+}  // namespace lathe::cpu

@@ -1,0 +1,40 @@
+#include "lathe/infer/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "lathe/autograd/node.h"
+#include "lathe/base/error.h"
+
+namespace lathe {
+
+GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
+  LATHE_CHECK_ARG(!prompt.empty(), "[generate] empty prompt");
+  LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0");
+  NoGradGuard no_grad;
+  using clock = std::chrono::steady_clock;
+  GenerateResult r;
+  r.tokens = prompt;
+  r.n_prompt = static_cast<int64_t>(prompt.size());
+  KvCache cache = model.make_cache(static_cast<int64_t>(prompt.size()) + opts.max_new_tokens);
+  Sampler sampler(opts.sampling);
+  const int64_t V = model.config().vocab_size;
+
+  auto t0 = clock::now();
+  Tensor logits = model.forward_cached(prompt, cache);
+  r.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  t0 = clock::now();
+  for (int i = 0; i < opts.max_new_tokens; ++i) {
+    const int32_t next = sampler.sample(logits.data<float>(), V);
+    r.tokens.push_back(next);
+    if (opts.on_token) opts.on_token(next);
+    const bool stop = i + 1 >= opts.min_new_tokens &&
+                      std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(), next) != opts.stop_token_ids.end();
+    if (stop || i + 1 == opts.max_new_tokens) break;
+    logits = model.forward_cached({next}, cache);
+  }
+  r.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace lathe

@@ -1,0 +1,118 @@
+// The one decoder every family runs (DESIGN.md): embedding -> L x (attention block, MLP block) -> final
+// norm. Families differ only through ModelConfig (norm kind and placement, biases, q/k norms, rotary or
+// learned positions, windows, soft-capping, dense / gated / sparse MLP).
+#include "lathe/autograd/node.h"
+#include "lathe/models/model.h"
+#include "lathe/ops/activation.h"
+#include "lathe/ops/attention.h"
+#include "lathe/ops/elementwise.h"
+#include "lathe/ops/embedding.h"
+#include "lathe/ops/gated_mlp.h"
+#include "lathe/ops/layer_norm.h"
+#include "lathe/ops/linear.h"
+#include "lathe/ops/moe.h"
+#include "lathe/ops/reshape.h"
+#include "lathe/ops/rms_norm.h"
+#include "lathe/ops/rope.h"
+
+namespace lathe {
+namespace {
+
+Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (c.norm == NormKind::kLayer) return layer_norm(x, w, b, c.norm_eps);
+  return rms_norm(x, w, c.norm_eps, c.norm_weight_offset);
+}
+
+// x [B, T, C] -> attention output projected back to [B, T, C].
+Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x,
+                       const Tensor& positions, int layer, KvCache* cache) {
+  const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
+  Tensor k = reshape(linear(x, w.wk, w.bk), {B, T, Hkv, D});
+  Tensor v = reshape(linear(x, w.wv, w.bv), {B, T, Hkv, D});
+  if (c.qk_norm) {  // RMSNorm over each head's D features
+    q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
+    k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);
+  }
+  if (!c.learned_positions) {
+    const std::vector<float> inv_freq = rope_inv_freq(lc.rope);
+    q = rope(q, positions, inv_freq);
+    k = rope(k, positions, inv_freq);
+  }
+  AttentionOptions opts;
+  opts.scale = c.attn_scale;
+  opts.causal = true;
+  opts.window = lc.window;
+  opts.softcap = c.attn_softcap;
+  Tensor attn;
+  if (cache) {
+    const int64_t start = cache->length();
+    LATHE_CHECK_ARG(start + T <= cache->capacity(), "[generate] KV cache of ", cache->capacity(),
+                    " tokens is full (", start, " cached + ", T, " new)");
+    cache->keys(layer).slice(1, start, start + T).copy_from(k);
+    cache->values(layer).slice(1, start, start + T).copy_from(v);
+    opts.q_offset = start;
+    attn = scaled_dot_product_attention(q, cache->keys(layer).slice(1, 0, start + T),
+                                        cache->values(layer).slice(1, 0, start + T), opts);
+  } else {
+    attn = scaled_dot_product_attention(q, k, v, opts);
+  }
+  return linear(reshape(attn, {B, T, H * D}), w.wo, w.bo);
+}
+
+// x [B, T, C] -> [B, T, C].
+Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
+  switch (lc.mlp) {
+    case MlpKind::kGated:
+      return linear(gated_activation(linear(x, w.w_gate), linear(x, w.w_up), c.act), w.w_down);
+    case MlpKind::kPlain:
+      return linear(activation(linear(x, w.w_up, w.b_up), c.act), w.w_down, w.b_down);
+    case MlpKind::kMoe: {
+      MoeOptions mo;
+      mo.top_k = static_cast<int>(c.top_k);
+      mo.norm_topk_prob = c.norm_topk_prob;
+      const Tensor flat = reshape(x, {-1, c.hidden});
+      return reshape(moe(flat, w.router, w.experts_gate, w.experts_up, w.experts_down, mo), x.shape());
+    }
+    case MlpKind::kCount: break;
+  }
+  throw NotImplemented("[decoder] unknown MLP kind");
+}
+
+}  // namespace
+
+Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor& ids, KvCache* cache) {
+  LATHE_CHECK_ARG(ids.dim() == 2 && ids.dtype() == DType::kI32, "[decoder] ids must be int32 [B, T], got ",
+                  dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
+  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t start = cache ? cache->length() : 0;
+  LATHE_CHECK_ARG(!cache || B == 1, "[decoder] the KV cache holds one sequence, got batch ", B);
+  if (c.learned_positions)
+    LATHE_CHECK_ARG(start + T <= c.max_positions, "[decoder] ", start + T, " positions exceed the model's ",
+                    c.max_positions, " learned position embeddings");
+
+  Tensor positions = Tensor::empty({B, T}, DType::kI32);
+  int32_t* pp = positions.data<int32_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
+
+  Tensor x = embedding(w.embed, ids);  // [B, T, C]
+  if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);
+  if (c.learned_positions) x = add(x, embedding(w.pos_embed, positions));
+  const Tensor rope_positions = positions.select(0, 0).contiguous();  // [T]: same for every row
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const LayerConfig& lc = c.layers[l];
+    Tensor h = attention_block(c, lc, lw, norm(c, x, lw.attn_norm_w, lw.attn_norm_b), rope_positions, l, cache);
+    if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
+    x = add(x, h);
+    Tensor m = mlp_block(c, lc, lw, norm(c, x, lw.mlp_norm_w, lw.mlp_norm_b));
+    if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
+    x = add(x, m);
+  }
+  if (cache) cache->advance(T);
+  return norm(c, x, w.final_norm_w, w.final_norm_b);
+}
+
+}  // namespace lathe

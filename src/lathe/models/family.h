@@ -1,0 +1,36 @@
+// A model family = how to read its config.json into ModelConfig + the list of its checkpoint tensors.
+// Adding one: a file in models/ defining a Family, and one line in registry.cc (docs/architecture.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lathe/models/config.h"
+#include "lathe/models/weights.h"
+
+namespace lathe {
+
+struct Family {
+  const char* name;                        // "llama"
+  std::vector<std::string> architectures;  // HF class names this family reads
+  std::vector<std::string> model_types;    // config.json model_type values
+  void (*parse_config)(const nlohmann::json& hf, ModelConfig& cfg);
+  std::vector<TensorBinding> (*bindings)(const ModelConfig& cfg, ModelWeights& w);
+};
+
+// By config.json "architectures"[0], falling back to "model_type"; throws NotImplemented listing the
+// supported names.
+const Family& find_family(const nlohmann::json& hf_config);
+const std::vector<const Family*>& all_families();
+
+// Shared pieces of the Llama-style families (llama, mistral, qwen2, qwen3, qwen3_moe, gemma2/3).
+void parse_llama_like(const nlohmann::json& hf, ModelConfig& cfg);
+// Embedding, final norm, head and per-layer attention (prefix "model.layers.<i>.").
+void bind_llama_attention(const ModelConfig& cfg, ModelWeights& w, int layer, std::vector<TensorBinding>& out);
+void bind_llama_common(const ModelConfig& cfg, ModelWeights& w, std::vector<TensorBinding>& out);
+void bind_gated_mlp(const ModelConfig& cfg, LayerWeights& lw, const std::string& prefix, std::vector<TensorBinding>& out);
+
+std::string layer_prefix(int layer);  // "model.layers.<i>."
+
+}  // namespace lathe

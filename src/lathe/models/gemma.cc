@@ -1,0 +1,84 @@
+// Gemma 2 and Gemma 3 (text): Llama-style blocks plus sandwich norms, (1 + w) RMSNorm, scaled
+// embeddings, GeGLU, query_pre_attn_scalar, alternating sliding-window / global layers, and (Gemma 2)
+// attention and final-logit soft-capping, or (Gemma 3) q/k norms and a separate local RoPE base.
+#include <cmath>
+
+#include "lathe/base/error.h"
+#include "lathe/models/family.h"
+
+namespace lathe {
+using nlohmann::json;
+namespace {
+
+// transformers 5 lists layer_types; 4.x gives sliding_window_pattern (Gemma 3: every Nth layer global)
+// or, for Gemma 2, alternates starting with a sliding layer.
+std::vector<bool> sliding_layers(const json& hf, const ModelConfig& c) {
+  std::vector<bool> sliding(c.n_layers, false);
+  if (hf.contains("layer_types") && hf["layer_types"].is_array()) {
+    LATHE_CHECK_ARG(hf["layer_types"].size() == static_cast<size_t>(c.n_layers), "config.json: layer_types has ",
+                    hf["layer_types"].size(), " entries for ", c.n_layers, " layers");
+    for (int i = 0; i < c.n_layers; ++i) sliding[i] = hf["layer_types"][i].get<std::string>() == "sliding_attention";
+    return sliding;
+  }
+  const int64_t pattern = c.family == "gemma2" ? 2 : hf_int_or(hf, "sliding_window_pattern", 6);
+  for (int i = 0; i < c.n_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
+  return sliding;
+}
+
+void parse_gemma(const json& hf, ModelConfig& c) {
+  parse_llama_like(hf, c);
+  c.act = parse_activation(hf_string_or(hf, "hidden_activation", hf_string_or(hf, "hidden_act", "gelu_pytorch_tanh")));
+  c.norm_weight_offset = 1.f;
+  c.sandwich_norms = true;
+  c.tie_embeddings = hf_bool_or(hf, "tie_word_embeddings", true);
+  c.qk_norm = c.family == "gemma3";
+  // HF multiplies by sqrt(C) cast to the activation dtype: in f32 that is the f32-rounded value.
+  c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden)));
+  c.attn_scale = static_cast<float>(1.0 / std::sqrt(hf_float_or(hf, "query_pre_attn_scalar", c.head_dim)));
+  c.attn_softcap = static_cast<float>(hf_float_or(hf, "attn_logit_softcapping", 0.0));
+  c.final_softcap = static_cast<float>(hf_float_or(hf, "final_logit_softcapping", 0.0));
+  const int window = static_cast<int>(hf_int_or(hf, "sliding_window", 4096));
+  const std::vector<bool> sliding = sliding_layers(hf, c);
+  // Rotary: Gemma 3 local layers use rope_local_base_freq with no scaling; global layers rope_theta with
+  // rope_scaling. transformers 5 keys rope_parameters by layer type instead.
+  RopeConfig global_rope, local_rope;
+  const json rp = hf.contains("rope_parameters") ? hf["rope_parameters"] : json();
+  if (rp.is_object() && rp.contains("full_attention")) {
+    global_rope = rope_from_hf(hf, rp["full_attention"], 1e6f, c.head_dim);
+    local_rope = rope_from_hf(hf, rp.contains("sliding_attention") ? rp["sliding_attention"] : json(), 1e4f, c.head_dim);
+  } else {
+    global_rope = rope_from_hf(hf, rp.is_object() ? rp : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json()),
+                               10000.f, c.head_dim);
+    local_rope = global_rope;
+    if (c.family == "gemma3") {
+      local_rope = rope_from_hf(json::object(), json(), static_cast<float>(hf_float_or(hf, "rope_local_base_freq", 10000.0)),
+                                c.head_dim);
+    }
+  }
+  for (int i = 0; i < c.n_layers; ++i) {
+    c.layers[i].window = sliding[i] ? window : 0;
+    c.layers[i].rope = sliding[i] ? local_rope : global_rope;
+  }
+}
+
+std::vector<TensorBinding> bindings_gemma(const ModelConfig& c, ModelWeights& w) {
+  std::vector<TensorBinding> out;
+  bind_llama_common(c, w, out);
+  for (int i = 0; i < c.n_layers; ++i) {
+    LayerWeights& lw = w.layers[i];
+    const std::string p = layer_prefix(i);
+    bind_llama_attention(c, w, i, out);
+    out.push_back(bind(p + "post_attention_layernorm.weight", lw.post_attn_norm, {c.hidden}));
+    out.push_back(bind(p + "pre_feedforward_layernorm.weight", lw.mlp_norm_w, {c.hidden}));
+    out.push_back(bind(p + "post_feedforward_layernorm.weight", lw.post_mlp_norm, {c.hidden}));
+    bind_gated_mlp(c, lw, p, out);
+  }
+  return out;
+}
+
+}  // namespace
+
+extern const Family kGemma2Family{"gemma2", {"Gemma2ForCausalLM"}, {"gemma2"}, parse_gemma, bindings_gemma};
+extern const Family kGemma3Family{"gemma3", {"Gemma3ForCausalLM"}, {"gemma3_text"}, parse_gemma, bindings_gemma};
+
+}  // namespace lathe

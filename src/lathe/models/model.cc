@@ -1,0 +1,198 @@
+// Model loading (validated against the config, zero-copy where possible), saving, and the heads.
+#include "lathe/models/model.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "lathe/autograd/node.h"
+#include "lathe/base/error.h"
+#include "lathe/io/mapped_file.h"
+#include "lathe/io/safetensors.h"
+#include "lathe/models/family.h"
+#include "lathe/ops/cross_entropy.h"
+#include "lathe/ops/linear.h"
+#include "lathe/ops/reshape.h"
+#include "lathe/ops/softcap.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  LATHE_CHECK_ARG(in.good(), p.string(), ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json parse_json_file(const fs::path& p) {
+  try {
+    return json::parse(read_text(p));
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat(p.string(), ": not valid JSON: ", e.what()));
+  }
+}
+
+// Tensors some exporters leave in checkpoints that carry no learned state.
+bool ignorable(const std::string& name, const ModelConfig& c) {
+  if (name.ends_with("rotary_emb.inv_freq") || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"))
+    return true;
+  return c.tie_embeddings && name == "lm_head.weight";
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& opts) {
+  const fs::path root(dir);
+  LATHE_CHECK_ARG(fs::is_directory(root), dir, ": not a directory (expected a Hugging Face model folder)");
+  const fs::path config_path = root / "config.json";
+  LATHE_CHECK_ARG(fs::exists(config_path), dir, ": no config.json");
+  std::unique_ptr<Model> m(new Model());
+  m->config_text_ = read_text(config_path);
+  m->cfg_.hf_config = parse_json_file(config_path);
+  const Family& fam = find_family(m->cfg_.hf_config);
+  m->cfg_.family = fam.name;
+  m->cfg_.architecture = fam.architectures[0];
+  m->cfg_.model_type = hf_string_or(m->cfg_.hf_config, "model_type", "");
+  try {
+    fam.parse_config(m->cfg_.hf_config, m->cfg_);
+  } catch (const Error& e) {
+    throw InvalidArgument(str_cat(config_path.string(), ": ", e.what()));
+  }
+  if (fs::exists(root / "generation_config.json")) {
+    m->generation_config_text_ = read_text(root / "generation_config.json");
+    m->generation_config_ = parse_json_file(root / "generation_config.json");
+  }
+
+  CheckpointReader ckpt = CheckpointReader::open_dir(dir);
+  if (m->cfg_.n_experts > 0) m->cfg_.fused_experts = ckpt.contains("model.layers.0.mlp.experts.gate_up_proj");
+  m->w_.layers.resize(m->cfg_.n_layers);
+  m->bindings_ = fam.bindings(m->cfg_, m->w_);
+
+  std::set<std::string> used;
+  for (const TensorBinding& b : m->bindings_) {
+    LATHE_CHECK_ARG(ckpt.contains(b.name), dir, ": missing tensor '", b.name, "' (", m->cfg_.architecture,
+                    " with this config.json needs it)");
+    Tensor src = ckpt.tensor(b.name);
+    LATHE_CHECK_ARG(dtype_is_float(src.dtype()), ckpt.file_of(b.name), ": tensor '", b.name, "' has dtype ",
+                    dtype_name(src.dtype()), "; weights must be F32, BF16 or F16");
+    // Widen what the kernels only take in f32: 1-D tensors, f16 and stacked experts (copied anyway).
+    if (opts.force_f32 || src.dtype() == DType::kF16 || src.dim() == 1 || m->cfg_.n_experts > 0)
+      src = src.to(DType::kF32);
+    try {
+      b.load(src);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(str_cat(ckpt.file_of(b.name), ": ", e.what()));
+    }
+    used.insert(b.name);
+  }
+  for (const std::string& name : ckpt.names())
+    LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
+                    "' (not part of ", m->cfg_.architecture, " with this config.json)");
+  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  return m;
+}
+
+void Model::save(const std::string& dir) const {
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const TensorBinding& b : bindings_) tensors.push_back({b.name, b.save()});
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors);
+  // The JSON files are written back as read, byte for byte.
+  write_file_atomic((fs::path(dir) / "config.json").string(), config_text_);
+  if (!generation_config_text_.empty())
+    write_file_atomic((fs::path(dir) / "generation_config.json").string(), generation_config_text_);
+}
+
+std::vector<Tensor*> Model::parameters() {
+  std::vector<Tensor*> out;
+  std::set<TensorImpl*> seen;
+  for (const TensorBinding& b : bindings_)
+    for (Tensor* t : b.slots)
+      if (t->defined() && seen.insert(t->impl()).second) out.push_back(t);
+  return out;
+}
+
+int64_t Model::n_params() const {
+  int64_t n = 0;
+  std::set<TensorImpl*> seen;
+  for (const TensorBinding& b : bindings_)
+    for (Tensor* t : b.slots)
+      if (t->defined() && seen.insert(t->impl()).second) n += t->numel();
+  return n;
+}
+
+void Model::set_requires_grad(bool on) {
+  for (Tensor* t : parameters()) t->set_requires_grad(on);
+}
+
+void Model::zero_grad() {
+  for (Tensor* t : parameters()) t->zero_grad();
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const TensorBinding& b : bindings_) {
+    // The binding's save() reads its slots; point them at the gradients for a moment.
+    std::vector<Tensor> saved;
+    bool complete = true;
+    for (Tensor* t : b.slots) {
+      saved.push_back(*t);
+      complete = complete && t->grad().defined();
+    }
+    if (!complete) continue;
+    for (Tensor* t : b.slots) *t = t->grad();
+    out.push_back({b.name, b.save()});
+    for (size_t i = 0; i < b.slots.size(); ++i) *b.slots[i] = saved[i];
+  }
+  return out;
+}
+
+Tensor Model::forward(const Tensor& ids) {
+  Tensor h = decoder_hidden(cfg_, w_, ids, nullptr);  // [B, T, C]
+  Tensor logits = linear(h, w_.lm_head);              // [B, T, V]
+  if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
+  return logits;
+}
+
+Tensor Model::next_token_loss(const Tensor& ids) {
+  LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
+                  shape_str(ids.shape()));
+  const int64_t B = ids.size(0), T = ids.size(1);
+  Tensor h = decoder_hidden(cfg_, w_, ids, nullptr);  // [B, T, C]
+  // Labels: ids shifted left; the last position of each row has no next token and is ignored.
+  Tensor labels = Tensor::empty({B * T}, DType::kI32);
+  const int32_t* ip = ids.contiguous().data<int32_t>();
+  int32_t* lp = labels.data<int32_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) lp[b * T + t] = t + 1 < T ? ip[b * T + t + 1] : -100;
+  LinearCrossEntropyOptions o;
+  o.ignore_index = -100;
+  o.final_softcap = cfg_.final_softcap;
+  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, labels, o);
+}
+
+KvCache Model::make_cache(int64_t max_tokens) const {
+  return KvCache(cfg_.n_layers, max_tokens, cfg_.n_kv_heads, cfg_.head_dim);
+}
+
+Tensor Model::forward_cached(const std::vector<int32_t>& ids, KvCache& cache) {
+  NoGradGuard no_grad;
+  LATHE_CHECK_ARG(!ids.empty(), "[forward_cached] no tokens");
+  for (int32_t id : ids)
+    LATHE_CHECK_ARG(id >= 0 && id < cfg_.vocab_size, "[forward_cached] token id ", id, " outside the vocabulary [0, ",
+                    cfg_.vocab_size, ")");
+  const Tensor t = Tensor::from_data_i32({1, static_cast<int64_t>(ids.size())}, ids);
+  Tensor h = decoder_hidden(cfg_, w_, t, &cache);  // [1, S, C]
+  Tensor last = h.select(1, h.size(1) - 1).contiguous();  // [1, C]: only the last position is sampled
+  Tensor logits = linear(last, w_.lm_head);               // [1, V]
+  if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
+  return logits.view({cfg_.vocab_size});
+}
+
+}  // namespace lathe

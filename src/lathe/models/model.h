@@ -1,0 +1,69 @@
+// Model: a ModelConfig, its weights and its checkpoint bindings. Loads and saves Hugging Face folders
+// (config.json, generation_config.json, model.safetensors or sharded), and runs the shared decoder.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lathe/models/config.h"
+#include "lathe/models/kv_cache.h"
+#include "lathe/models/weights.h"
+
+namespace lathe {
+
+struct LoadOptions {
+  // Convert every weight to f32 (training, or to compare against f32 references). Otherwise 2-D
+  // weights keep their stored dtype (f32 or bf16, used in place from the memory map; f16 is widened to
+  // f32) and 1-D tensors (norms, biases) are widened to f32.
+  bool force_f32 = false;
+};
+
+class Model {
+ public:
+  static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& opts = {});
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Writes config.json (as read), generation_config.json (when read) and model.safetensors.
+  void save(const std::string& dir) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  ModelWeights& weights() { return w_; }
+  const ModelWeights& weights() const { return w_; }
+  const std::vector<TensorBinding>& bindings() const { return bindings_; }
+
+  // Every distinct parameter tensor (tied embeddings counted once), in binding order.
+  std::vector<Tensor*> parameters();
+  int64_t n_params() const;
+  void set_requires_grad(bool on);
+  void zero_grad();
+  // Gradients in checkpoint layout and names (as `grad.<name>` of reference files), after backward().
+  std::vector<std::pair<std::string, Tensor>> gradients_by_name();
+
+  // ids [B, T] int32 -> logits [B, T, V] f32 (autograd records when parameters require grad).
+  Tensor forward(const Tensor& ids);
+  // Mean next-token cross-entropy over all B*(T-1) shifted positions (labels = ids), fused with the
+  // head so no [N, V] probability tensor is kept -> [1].
+  Tensor next_token_loss(const Tensor& ids);
+  // Incremental forward with a KV cache (no autograd): ids [1, S] at positions cache.length()... ->
+  // logits of the last position [V].
+  Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache);
+  KvCache make_cache(int64_t max_tokens) const;
+
+  const nlohmann::json& generation_config() const { return generation_config_; }
+
+ private:
+  Model() = default;
+  ModelConfig cfg_;
+  ModelWeights w_;
+  std::vector<TensorBinding> bindings_;
+  nlohmann::json generation_config_;
+  std::string config_text_, generation_config_text_;
+};
+
+// The decoder body shared by every family: ids [B, T] -> final-normed hidden states [B, T, C].
+// With a cache, keys/values are appended to it and attention covers all cached positions.
+Tensor decoder_hidden(const ModelConfig& cfg, const ModelWeights& w, const Tensor& ids, KvCache* cache);
+
+}  // namespace lathe

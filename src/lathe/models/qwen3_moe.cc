@@ -1,0 +1,64 @@
+// Qwen3-MoE: Qwen3 attention (q/k norms) with sparse expert MLPs. Reads both the hub layout (one tensor
+// per expert: mlp.experts.<e>.{gate,up,down}_proj.weight) and transformers 5's fused 3-D layout
+// (mlp.experts.gate_up_proj [E, 2F, C], mlp.experts.down_proj [E, C, F]); saves in the layout it read.
+#include "lathe/base/error.h"
+#include "lathe/models/family.h"
+
+namespace lathe {
+using nlohmann::json;
+namespace {
+
+void parse_qwen3_moe(const json& hf, ModelConfig& c) {
+  parse_llama_like(hf, c);
+  c.qk_norm = true;
+  c.n_experts = hf_int(hf, "num_experts");
+  c.top_k = hf_int(hf, "num_experts_per_tok");
+  c.moe_ffn = hf_int(hf, "moe_intermediate_size");
+  c.norm_topk_prob = hf_bool_or(hf, "norm_topk_prob", false);
+  LATHE_CHECK_ARG(c.top_k >= 1 && c.top_k <= c.n_experts, "config.json: num_experts_per_tok ", c.top_k,
+                  " must be in [1, num_experts = ", c.n_experts, "]");
+  const int64_t step = hf_int_or(hf, "decoder_sparse_step", 1);
+  std::vector<int64_t> dense_layers;
+  if (hf.contains("mlp_only_layers") && hf["mlp_only_layers"].is_array())
+    for (const json& l : hf["mlp_only_layers"]) dense_layers.push_back(l.get<int64_t>());
+  for (int i = 0; i < c.n_layers; ++i) {
+    const bool dense = std::find(dense_layers.begin(), dense_layers.end(), i) != dense_layers.end();
+    c.layers[i].mlp = (!dense && step > 0 && (i + 1) % step == 0) ? MlpKind::kMoe : MlpKind::kGated;
+  }
+}
+
+std::vector<TensorBinding> bindings_qwen3_moe(const ModelConfig& c, ModelWeights& w) {
+  std::vector<TensorBinding> out;
+  bind_llama_common(c, w, out);
+  for (int i = 0; i < c.n_layers; ++i) {
+    LayerWeights& lw = w.layers[i];
+    const std::string p = layer_prefix(i);
+    bind_llama_attention(c, w, i, out);
+    out.push_back(bind(p + "post_attention_layernorm.weight", lw.mlp_norm_w, {c.hidden}));
+    if (c.layers[i].mlp != MlpKind::kMoe) {
+      bind_gated_mlp(c, lw, p, out);
+      continue;
+    }
+    out.push_back(bind(p + "mlp.gate.weight", lw.router, {c.n_experts, c.hidden}));
+    if (c.fused_experts) {
+      out.push_back(bind_concat_dim1(p + "mlp.experts.gate_up_proj", lw.experts_gate, lw.experts_up,
+                                     {c.n_experts, c.moe_ffn, c.hidden}));
+      out.push_back(bind(p + "mlp.experts.down_proj", lw.experts_down, {c.n_experts, c.hidden, c.moe_ffn}));
+      continue;
+    }
+    for (int e = 0; e < c.n_experts; ++e) {
+      const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
+      out.push_back(bind_stacked(ep + "gate_proj.weight", lw.experts_gate, e, c.n_experts, {c.moe_ffn, c.hidden}));
+      out.push_back(bind_stacked(ep + "up_proj.weight", lw.experts_up, e, c.n_experts, {c.moe_ffn, c.hidden}));
+      out.push_back(bind_stacked(ep + "down_proj.weight", lw.experts_down, e, c.n_experts, {c.hidden, c.moe_ffn}));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+extern const Family kQwen3MoeFamily{"qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, parse_qwen3_moe,
+                                    bindings_qwen3_moe};
+
+}  // namespace lathe

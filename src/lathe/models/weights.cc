@@ -1,0 +1,96 @@
+#include "lathe/models/weights.h"
+
+#include "lathe/base/error.h"
+
+namespace lathe {
+namespace {
+void check_shape(const std::string& name, const Tensor& t, const Shape& want) {
+  LATHE_CHECK_ARG(t.shape() == want, "tensor '", name, "' has shape ", shape_str(t.shape()), ", the config implies ",
+                  shape_str(want));
+}
+Shape reversed(const Shape& s) { return Shape(s.rbegin(), s.rend()); }
+}  // namespace
+
+TensorBinding bind(const std::string& name, Tensor& slot, const Shape& shape) {
+  TensorBinding b{name, shape, nullptr, nullptr, {&slot}};
+  b.load = [name, shape, &slot](const Tensor& src) {
+    check_shape(name, src, shape);
+    slot = src;
+  };
+  b.save = [&slot]() { return slot; };
+  return b;
+}
+
+TensorBinding bind_transposed(const std::string& name, Tensor& slot, const Shape& our_shape) {
+  const Shape shape = reversed(our_shape);
+  TensorBinding b{name, shape, nullptr, nullptr, {&slot}};
+  b.load = [name, shape, &slot](const Tensor& src) {
+    check_shape(name, src, shape);
+    slot = src.transpose(0, 1).contiguous();
+  };
+  b.save = [&slot]() { return slot.transpose(0, 1).contiguous(); };
+  return b;
+}
+
+TensorBinding bind_concat(const std::string& name, std::vector<Tensor*> parts, std::vector<Shape> part_shapes,
+                          bool transposed) {
+  Shape cat = part_shapes[0];
+  cat[0] = 0;
+  for (const Shape& s : part_shapes) cat[0] += s[0];
+  const Shape shape = transposed ? reversed(cat) : cat;
+  TensorBinding b{name, shape, nullptr, nullptr, {}};
+  for (Tensor* p : parts) b.slots.push_back(p);
+  b.load = [name, shape, parts, part_shapes, transposed](const Tensor& src) {
+    check_shape(name, src, shape);
+    Tensor whole = transposed ? src.transpose(0, 1).contiguous() : src;
+    int64_t row = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      *parts[i] = whole.slice(0, row, row + part_shapes[i][0]);
+      row += part_shapes[i][0];
+    }
+  };
+  b.save = [parts, cat, transposed]() {
+    Tensor whole = Tensor::empty(cat, parts[0]->dtype());
+    int64_t row = 0;
+    for (Tensor* p : parts) {
+      whole.slice(0, row, row + p->size(0)).copy_from(*p);
+      row += p->size(0);
+    }
+    return transposed ? whole.transpose(0, 1).contiguous() : whole;
+  };
+  return b;
+}
+
+TensorBinding bind_stacked(const std::string& name, Tensor& stack, int64_t index, int64_t n, const Shape& part_shape) {
+  Shape full = part_shape;
+  full.insert(full.begin(), n);
+  TensorBinding b{name, part_shape, nullptr, nullptr, {&stack}};
+  b.load = [name, part_shape, full, index, &stack](const Tensor& src) {
+    check_shape(name, src, part_shape);
+    if (!stack.defined() || stack.shape() != full || stack.dtype() != src.dtype() || stack.storage()->read_only)
+      stack = Tensor::zeros(full, src.dtype());
+    stack.select(0, index).copy_from(src);
+  };
+  b.save = [index, &stack]() { return stack.select(0, index).contiguous(); };
+  return b;
+}
+
+TensorBinding bind_concat_dim1(const std::string& name, Tensor& a, Tensor& b_slot, const Shape& part_shape) {
+  Shape shape = part_shape;
+  shape[1] *= 2;
+  TensorBinding b{name, shape, nullptr, nullptr, {&a, &b_slot}};
+  b.load = [name, shape, part_shape, &a, &b_slot](const Tensor& src) {
+    check_shape(name, src, shape);
+    a = src.slice(1, 0, part_shape[1]).contiguous();
+    b_slot = src.slice(1, part_shape[1], 2 * part_shape[1]).contiguous();
+  };
+  b.save = [shape, part_shape, &a, &b_slot]() {
+    Tensor whole = Tensor::empty(shape, a.dtype());
+    whole.slice(1, 0, part_shape[1]).copy_from(a);
+    whole.slice(1, part_shape[1], 2 * part_shape[1]).copy_from(b_slot);
+    return whole;
+  };
+  return b;
+}
+
+}  // namespace lathe

@@ -1,0 +1,278 @@
+// scaled_dot_product_attention front, CPU kernels and gradient, plus the decode kernel. Work is split per
+// (batch, head) and in blocks of query rows; each block's scores come from one GEMM over only the keys
+// its rows can see (causal / window), so memory is O(kRowBlock·S) per worker and causal work ~halves.
+#include "lathe/ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "lathe/autograd/node.h"
+#include "lathe/backend/cpu/gemm.h"
+#include "lathe/base/context.h"
+#include "lathe/ops/vec_math.h"
+
+namespace lathe {
+namespace {
+
+constexpr int64_t kRowBlock = 64;  // query rows per score GEMM: 64·S floats of scratch per buffer
+
+struct AttnDims {
+  int64_t n_batch, n_q, n_kv, n_heads, n_kv_heads, head_dim, group;
+  float scale, softcap;
+  bool causal;
+  int64_t window, q_offset;
+};
+
+// Keys [lo, hi) visible from query row i. Both ends are non-decreasing in i.
+inline void key_range(const AttnDims& a, int64_t i, int64_t* lo, int64_t* hi) {
+  if (!a.causal) {
+    *lo = 0;
+    *hi = a.n_kv;
+    return;
+  }
+  const int64_t qpos = a.q_offset + i;
+  *hi = std::min(qpos + 1, a.n_kv);
+  *lo = a.window > 0 ? std::max<int64_t>(0, qpos - a.window + 1) : 0;
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const ThreadPool& pool) {
+  cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta}, pool);
+}
+
+// Runs fn(task, worker, gemm_pool) for every task: in parallel with single-threaded GEMMs when there are
+// enough tasks to fill the pool, otherwise one task at a time with GEMMs using the whole pool.
+template <class Fn>
+void run_tasks(int64_t n_tasks, Fn&& fn) {
+  const ThreadPool& pool = current_context().pool;
+  if (n_tasks >= pool.n_threads()) {
+    const ThreadPool serial(1);
+    pool.parallel_for(n_tasks, [&](int64_t task, int worker) { fn(task, worker, serial); });
+  } else {
+    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0, pool);
+  }
+}
+
+// Softcap in place on row[a, e): x -> cap·tanh(x / cap); keeps tanh in th[a, e) for the gradient.
+void softcap_row(float* row, float* th, int64_t a, int64_t e, float cap) {
+  const float inv_cap = 1.f / cap;  // HF divides; x·(1/cap) differs by <= 1 ulp before a 5-ulp tanh
+  if (th) {
+#pragma omp simd
+    for (int64_t j = a; j < e; ++j) {
+      th[j] = vec::tanh(row[j] * inv_cap);
+      row[j] = cap * th[j];
+    }
+  } else {
+#pragma omp simd
+    for (int64_t j = a; j < e; ++j) row[j] = cap * vec::tanh(row[j] * inv_cap);
+  }
+}
+
+// row[0, n) <- softmax over [a, e), zero elsewhere; returns the log-sum-exp.
+float softmax_row(float* row, int64_t n, int64_t a, int64_t e) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = a; j < e; ++j) mx = std::max(mx, row[j]);
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = a; j < e; ++j) {
+    row[j] = vec::exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.f / sum;
+#pragma omp simd
+  for (int64_t j = a; j < e; ++j) row[j] *= inv;
+  std::fill(row, row + a, 0.f);
+  std::fill(row + e, row + n, 0.f);
+  return mx + std::log(sum);
+}
+
+// out [B, T, H, D] and lse [B, H, T] from contiguous q, k, v.
+void attention_forward(const AttnDims& a, const float* q, const float* k, const float* v, float* out, float* lse) {
+  const int64_t T = a.n_q, S = a.n_kv, H = a.n_heads, Hkv = a.n_kv_heads, D = a.head_dim;
+  const int n_workers = current_context().pool.n_threads();
+  std::vector<float> scratch(static_cast<size_t>(n_workers) * kRowBlock * S);
+  run_tasks(a.n_batch * H, [&](int64_t task, int worker, const ThreadPool& gp) {
+    const int64_t b = task / H, h = task % H, hk = h / a.group;
+    const float* qb = q + (b * T * H + h) * D;  // row i at qb + i·H·D
+    const float* kb = k + (b * S * Hkv + hk) * D;
+    const float* vb = v + (b * S * Hkv + hk) * D;
+    float* ob = out + (b * T * H + h) * D;
+    float* p = scratch.data() + worker * kRowBlock * S;
+    for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+      const int64_t m = std::min(kRowBlock, T - i0);
+      int64_t lo, hi, unused;
+      key_range(a, i0, &lo, &unused);
+      key_range(a, i0 + m - 1, &unused, &hi);
+      const int64_t n = hi - lo;
+      gemm_f32(false, true, m, n, D, qb + i0 * H * D, H * D, kb + lo * Hkv * D, Hkv * D, p, n, a.scale, 0.f, gp);
+      for (int64_t r = 0; r < m; ++r) {
+        int64_t lo_r, hi_r;
+        key_range(a, i0 + r, &lo_r, &hi_r);
+        float* row = p + r * n;
+        if (a.softcap > 0.f) softcap_row(row, nullptr, lo_r - lo, hi_r - lo, a.softcap);
+        lse[(b * H + h) * T + i0 + r] = softmax_row(row, n, lo_r - lo, hi_r - lo);
+      }
+      gemm_f32(false, false, m, D, n, p, n, vb + lo * Hkv * D, Hkv * D, ob + i0 * H * D, H * D, 1.f, 0.f, gp);
+    }
+  });
+}
+
+struct AttnGrads {
+  float *dq, *dk, *dv;  // dq [B, T, H, D] written; dk, dv [B, S, Hkv, D] accumulated (zeroed by caller)
+};
+
+// Flash-attention backward with recomputed probabilities: P = exp(s − lse), dP = dO·Vᵀ,
+// dS = P ⊙ (dP − rowsum(dO ⊙ O)) [· (1 − tanh²) under softcap], dQ = scale·dS·K, dK += scale·dSᵀ·Q,
+// dV += Pᵀ·dO. One task per (batch, kv head) owns that head's dK/dV rows, so GQA needs no reduction.
+void attention_backward(const AttnDims& a, const float* q, const float* k, const float* v, const float* out,
+                        const float* lse, const float* dout, const AttnGrads& g) {
+  const int64_t T = a.n_q, S = a.n_kv, H = a.n_heads, Hkv = a.n_kv_heads, D = a.head_dim;
+  const int n_workers = current_context().pool.n_threads();
+  const int64_t per_worker = 3 * kRowBlock * S;
+  std::vector<float> scratch(static_cast<size_t>(n_workers) * per_worker);
+  run_tasks(a.n_batch * Hkv, [&](int64_t task, int worker, const ThreadPool& gp) {
+    const int64_t b = task / Hkv, hk = task % Hkv;
+    const float* kb = k + (b * S * Hkv + hk) * D;
+    const float* vb = v + (b * S * Hkv + hk) * D;
+    float* dkb = g.dk ? g.dk + (b * S * Hkv + hk) * D : nullptr;
+    float* dvb = g.dv ? g.dv + (b * S * Hkv + hk) * D : nullptr;
+    float* p = scratch.data() + worker * per_worker;
+    float* ds = p + kRowBlock * S;
+    float* th = ds + kRowBlock * S;
+    for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
+      const int64_t row0 = b * T * H + h;  // element offset of (b, 0, h, 0) is row0 · D
+      const float *qb = q + row0 * D, *ob = out + row0 * D, *dob = dout + row0 * D;
+      const float* lse_bh = lse + (b * H + h) * T;
+      for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
+        const int64_t m = std::min(kRowBlock, T - i0);
+        int64_t lo, hi, unused;
+        key_range(a, i0, &lo, &unused);
+        key_range(a, i0 + m - 1, &unused, &hi);
+        const int64_t n = hi - lo;
+        gemm_f32(false, true, m, n, D, qb + i0 * H * D, H * D, kb + lo * Hkv * D, Hkv * D, p, n, a.scale, 0.f, gp);
+        gemm_f32(false, true, m, n, D, dob + i0 * H * D, H * D, vb + lo * Hkv * D, Hkv * D, ds, n, 1.f, 0.f, gp);
+        for (int64_t r = 0; r < m; ++r) {
+          int64_t lo_r, hi_r;
+          key_range(a, i0 + r, &lo_r, &hi_r);
+          const int64_t ja = lo_r - lo, je = hi_r - lo;
+          float *prow = p + r * n, *dsrow = ds + r * n, *trow = th + r * n;
+          if (a.softcap > 0.f) softcap_row(prow, trow, ja, je, a.softcap);
+          const float l = lse_bh[i0 + r];
+          const float* o_i = ob + (i0 + r) * H * D;
+          const float* do_i = dob + (i0 + r) * H * D;
+          float di = 0.f;
+#pragma omp simd reduction(+ : di)
+          for (int64_t d = 0; d < D; ++d) di += do_i[d] * o_i[d];
+#pragma omp simd
+          for (int64_t j = ja; j < je; ++j) {
+            prow[j] = vec::exp(prow[j] - l);
+            dsrow[j] = prow[j] * (dsrow[j] - di);
+          }
+          if (a.softcap > 0.f) {
+#pragma omp simd
+            for (int64_t j = ja; j < je; ++j) dsrow[j] *= 1.f - trow[j] * trow[j];
+          }
+          std::fill(prow, prow + ja, 0.f);
+          std::fill(prow + je, prow + n, 0.f);
+          std::fill(dsrow, dsrow + ja, 0.f);
+          std::fill(dsrow + je, dsrow + n, 0.f);
+        }
+        if (g.dq)
+          gemm_f32(false, false, m, D, n, ds, n, kb + lo * Hkv * D, Hkv * D, g.dq + row0 * D + i0 * H * D, H * D,
+                   a.scale, 0.f, gp);
+        if (dkb)
+          gemm_f32(true, false, n, D, m, ds, n, qb + i0 * H * D, H * D, dkb + lo * Hkv * D, Hkv * D, a.scale, 1.f, gp);
+        if (dvb) gemm_f32(true, false, n, D, m, p, n, dob + i0 * H * D, H * D, dvb + lo * Hkv * D, Hkv * D, 1.f, 1.f, gp);
+      }
+    }
+  });
+}
+
+float default_scale(const AttentionOptions& opt, int64_t head_dim) {
+  return opt.scale != 0.f ? opt.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const AttentionOptions& opt) {
+  LATHE_CHECK_ARG(q_in.dim() == 4 && k_in.dim() == 4 && v_in.dim() == 4,
+                  "[scaled_dot_product_attention] q, k, v must be 4-D [B, T, H, D], got ", shape_str(q_in.shape()), ", ",
+                  shape_str(k_in.shape()), ", ", shape_str(v_in.shape()));
+  LATHE_CHECK_ARG(q_in.dtype() == DType::kF32 && k_in.dtype() == DType::kF32 && v_in.dtype() == DType::kF32,
+                  "[scaled_dot_product_attention] q, k, v must be f32");
+  LATHE_CHECK_ARG(k_in.shape() == v_in.shape() && k_in.size(0) == q_in.size(0) && k_in.size(3) == q_in.size(3),
+                  "[scaled_dot_product_attention] q ", shape_str(q_in.shape()), " k ", shape_str(k_in.shape()), " v ",
+                  shape_str(v_in.shape()), " do not match: need k = v = [B, S, Hkv, D]");
+  const int64_t n_heads = q_in.size(2), n_kv_heads = k_in.size(2);
+  LATHE_CHECK_ARG(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "[scaled_dot_product_attention] H = ", n_heads,
+                  " is not a multiple of Hkv = ", n_kv_heads);
+  const int64_t n_q = q_in.size(1), n_kv = k_in.size(1);
+  LATHE_CHECK_ARG(n_kv >= 1, "[scaled_dot_product_attention] needs at least one key");
+  LATHE_CHECK_ARG(opt.window >= 0 && opt.softcap >= 0.f && opt.q_offset >= 0,
+                  "[scaled_dot_product_attention] window, softcap and q_offset must be >= 0");
+  LATHE_CHECK_ARG(opt.window == 0 || opt.causal, "[scaled_dot_product_attention] a sliding window needs causal");
+  LATHE_CHECK_ARG(!opt.causal || opt.q_offset + n_q <= n_kv, "[scaled_dot_product_attention] causal queries at ",
+                  opt.q_offset, "..", opt.q_offset + n_q - 1, " need keys up to there, S = ", n_kv);
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const AttnDims dims{.n_batch = q.size(0), .n_q = n_q, .n_kv = n_kv, .n_heads = n_heads, .n_kv_heads = n_kv_heads,
+                      .head_dim = q.size(3), .group = n_heads / n_kv_heads, .scale = default_scale(opt, q.size(3)),
+                      .softcap = opt.softcap, .causal = opt.causal, .window = opt.window, .q_offset = opt.q_offset};
+  Tensor out = Tensor::empty(q.shape());
+  Tensor lse = Tensor::empty({dims.n_batch, n_heads, n_q});
+  attention_forward(dims, q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(), lse.data<float>());
+
+  if (needs_grad({&q_in, &k_in, &v_in})) {
+    const bool want_q = q_in.requires_grad(), want_k = k_in.requires_grad(), want_v = v_in.requires_grad();
+    Tensor qs = q.detach(), ks = k.detach(), vs = v.detach(), os = out.detach();
+    record(out, "scaled_dot_product_attention", {q_in, k_in, v_in},
+           [=](const Tensor& g_in) -> std::vector<Tensor> {
+             const Tensor g = g_in.contiguous();  // [B, T, H, D]
+             Tensor dq = want_q ? Tensor::empty(qs.shape()) : Tensor();
+             Tensor dk = want_k ? Tensor::zeros(ks.shape()) : Tensor();
+             Tensor dv = want_v ? Tensor::zeros(vs.shape()) : Tensor();
+             attention_backward(dims, qs.data<float>(), ks.data<float>(), vs.data<float>(), os.data<float>(),
+                                lse.data<float>(), g.data<float>(),
+                                {want_q ? dq.data<float>() : nullptr, want_k ? dk.data<float>() : nullptr,
+                                 want_v ? dv.data<float>() : nullptr});
+             return {dq, dk, dv};
+           });
+  }
+  return out;
+}
+
+void attention_decode(const AttentionDecodeArgs& args, const AttentionOptions& opt, const ThreadPool& pool) {
+  const int64_t H = args.n_heads, Hkv = args.n_kv_heads, D = args.head_dim, S = args.seq_len;
+  LATHE_ASSERT(H > 0 && Hkv > 0 && H % Hkv == 0 && D > 0 && S >= 1, "attention_decode: H ", H, " Hkv ", Hkv, " D ", D,
+               " S ", S);
+  const int64_t group = H / Hkv;
+  const float scale = default_scale(opt, D);
+  const int64_t j0 = opt.window > 0 ? std::max<int64_t>(0, S - opt.window) : 0;  // query position S − 1
+  pool.parallel_for(H, [&](int64_t h, int) {
+    const int64_t hk = h / group;
+    const float* qh = args.q + h * D;
+    float* s = args.scratch + h * S;
+    for (int64_t j = j0; j < S; ++j) {
+      const float* kj = args.k_cache + (j * Hkv + hk) * D;
+      float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t d = 0; d < D; ++d) dot += qh[d] * kj[d];
+      s[j] = dot * scale;
+    }
+    if (opt.softcap > 0.f) softcap_row(s, nullptr, j0, S, opt.softcap);
+    softmax_row(s + j0, S - j0, 0, S - j0);
+    float* oh = args.out + h * D;
+    std::fill(oh, oh + D, 0.f);
+    for (int64_t j = j0; j < S; ++j) {
+      const float* vj = args.v_cache + (j * Hkv + hk) * D;
+      const float pj = s[j];
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) oh[d] += pj * vj[d];
+    }
+  });
+}
+
+}  // namespace lathe

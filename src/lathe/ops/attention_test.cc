@@ -1,0 +1,113 @@
+#include "lathe/ops/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lathe/base/context.h"
+#include "lathe/ops/gradcheck.h"
+#include "lathe/ref/attention.h"
+
+namespace lathe {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+struct Case {
+  int64_t b, t, s, h, hkv, d;
+  AttentionOptions opt;
+};
+
+std::vector<float> reference(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c) {
+  std::vector<float> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector(), out(qv.size());
+  const double scale = c.opt.scale != 0.f ? c.opt.scale : 1.0 / std::sqrt(static_cast<double>(c.d));
+  ref::scaled_dot_product_attention(qv.data(), kv.data(), vv.data(), out.data(), c.b, c.t, c.s, c.h, c.hkv, c.d, scale,
+                                    c.opt.causal, c.opt.window, c.opt.softcap, c.opt.q_offset);
+  return out;
+}
+
+// Outputs are convex combinations of v (|v| ~ 1): f32 scores over D terms and a ~1-ulp exp leave
+// errors near 1e-6; 2e-5 leaves room for S-term sums in the P·V product.
+void expect_matches_reference(const Case& c, uint32_t seed) {
+  Tensor q = random_tensor({c.b, c.t, c.h, c.d}, seed), k = random_tensor({c.b, c.s, c.hkv, c.d}, seed + 1),
+         v = random_tensor({c.b, c.s, c.hkv, c.d}, seed + 2);
+  std::vector<float> out = scaled_dot_product_attention(q, k, v, c.opt).to_vector(), ref = reference(q, k, v, c);
+  ASSERT_EQ(out.size(), ref.size());
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5) << i;
+}
+
+TEST(Attention, CausalGqaMatchesReference) { expect_matches_reference({2, 7, 7, 4, 2, 5, {}}, 1); }
+
+TEST(Attention, NonCausalCrossLengthsMatchesReference) {
+  expect_matches_reference({2, 3, 9, 3, 3, 6, {.causal = false}}, 2);
+}
+
+TEST(Attention, SlidingWindowWithOffsetMatchesReference) {
+  expect_matches_reference({1, 5, 11, 2, 1, 7, {.window = 3, .q_offset = 6}}, 3);
+}
+
+TEST(Attention, SoftcapAndCustomScaleMatchesReference) {
+  expect_matches_reference({2, 6, 6, 4, 1, 4, {.scale = 0.9f, .softcap = 2.f}}, 4);
+}
+
+TEST(Attention, ManyRowBlocksMatchReference) {  // T > kRowBlock: per-block key ranges
+  expect_matches_reference({1, 150, 150, 2, 1, 8, {}}, 5);
+  expect_matches_reference({2, 131, 140, 2, 2, 3, {.window = 40, .q_offset = 9}}, 6);
+  expect_matches_reference({1, 70, 90, 2, 1, 5, {.causal = false}}, 7);
+}
+
+// Attention is smooth; central differences with eps 1e-2 in f32 have truncation error ~eps²·|f'''| and
+// rounding error ~1e-7·|f|/eps, both ~1e-4 relative here, so 2e-3 separates a wrong rule from noise.
+double grad_error(const Case& c, uint32_t seed) {
+  std::vector<Tensor> in = {random_tensor({c.b, c.t, c.h, c.d}, seed).set_requires_grad(),
+                            random_tensor({c.b, c.s, c.hkv, c.d}, seed + 1).set_requires_grad(),
+                            random_tensor({c.b, c.s, c.hkv, c.d}, seed + 2).set_requires_grad()};
+  auto r = gradcheck([&](const std::vector<Tensor>& t) { return scaled_dot_product_attention(t[0], t[1], t[2], c.opt); },
+                     in);
+  EXPECT_LT(r.max_rel_err, 2e-3) << r.report;
+  return r.max_rel_err;
+}
+
+TEST(Attention, GradientCausalGqa) { grad_error({2, 5, 5, 4, 2, 3, {}}, 11); }
+TEST(Attention, GradientNonCausal) { grad_error({1, 3, 6, 2, 1, 4, {.causal = false}}, 12); }
+TEST(Attention, GradientWindowOffset) { grad_error({1, 4, 9, 2, 2, 3, {.window = 3, .q_offset = 5}}, 13); }
+TEST(Attention, GradientSoftcap) { grad_error({1, 5, 5, 2, 1, 3, {.scale = 1.3f, .softcap = 1.5f}}, 14); }
+TEST(Attention, GradientManyRowBlocks) { grad_error({1, 70, 70, 1, 1, 2, {.window = 50}}, 15); }
+
+TEST(Attention, GradientOnlyForInputsThatNeedIt) {
+  Tensor q = random_tensor({1, 4, 2, 3}, 1), k = random_tensor({1, 4, 1, 3}, 2).set_requires_grad(),
+         v = random_tensor({1, 4, 1, 3}, 3);
+  std::vector<Tensor> in = {q, k, v};
+  auto r = gradcheck([](const std::vector<Tensor>& t) { return scaled_dot_product_attention(t[0], t[1], t[2]); }, in);
+  EXPECT_LT(r.max_rel_err, 2e-3) << r.report;
+  EXPECT_FALSE(q.grad().defined());
+}
+
+// Decode equals prefill's last row (T = 1 at q_offset S − 1), with GQA, a window and a softcap.
+TEST(Attention, DecodeMatchesLastRow) {
+  for (const AttentionOptions opt : {AttentionOptions{}, AttentionOptions{.window = 4, .softcap = 3.f}}) {
+    const int64_t S = 13, H = 6, Hkv = 2, D = 9;
+    Tensor q = random_tensor({1, 1, H, D}, 21), k = random_tensor({1, S, Hkv, D}, 22), v = random_tensor({1, S, Hkv, D}, 23);
+    AttentionOptions prefill = opt;
+    prefill.q_offset = S - 1;
+    std::vector<float> want = scaled_dot_product_attention(q, k, v, prefill).to_vector();
+    std::vector<float> out(H * D), scratch(attention_decode_scratch_floats(H, S));
+    attention_decode({.q = q.data<float>(), .k_cache = k.data<float>(), .v_cache = v.data<float>(), .out = out.data(),
+                      .scratch = scratch.data(), .n_heads = H, .n_kv_heads = Hkv, .head_dim = D, .seq_len = S},
+                     opt, current_context().pool);
+    for (int64_t i = 0; i < H * D; ++i) EXPECT_NEAR(out[i], want[i], 2e-6) << i;
+  }
+}
+
+TEST(Attention, RejectsBadArguments) {
+  const Tensor q = Tensor::zeros({1, 4, 3, 8}), k = Tensor::zeros({1, 4, 2, 8});
+  EXPECT_THROW(scaled_dot_product_attention(q, k, k), InvalidArgument);  // 3 heads over 2 kv heads
+  const Tensor k1 = Tensor::zeros({1, 4, 1, 8});
+  EXPECT_THROW(scaled_dot_product_attention(q, k1, k1, {.q_offset = 1}), InvalidArgument);  // past the keys
+  EXPECT_THROW(scaled_dot_product_attention(q, k1, k1, {.causal = false, .window = 2}), InvalidArgument);
+  EXPECT_THROW(scaled_dot_product_attention(q, k1, Tensor::zeros({1, 4, 1, 7})), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,0 +1,36 @@
+// Token cross-entropy losses: the plain form on materialised logits, and the fused head-matmul form that
+// never holds the [N, V] logits (for V ~ 150K the logits would outweigh the whole model's activations).
+#pragma once
+
+#include <cstdint>
+
+#include "lathe/tensor/tensor.h"
+
+namespace lathe {
+
+// mean over rows i with labels[i] != ignore_index of (logsumexp(logits[i]) − logits[i, labels[i]]).
+// logits [N, V] f32; labels [N] i32, each in [0, V) or == ignore_index (else InvalidArgument) ->
+// loss [] (0-dim). All rows ignored -> NaN, as torch. Gradient for logits: (softmax − onehot)·g/count,
+// recomputed row by row in backward from the saved logits and per-row lse [N] (no [N, V] kept).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int ignore_index = -100);
+
+struct LinearCrossEntropyOptions {
+  int ignore_index = -100;
+  float final_softcap = 0.f;  // > 0: z = cap·tanh(logits / cap) before the softmax (Gemma 2); 0: off
+  int64_t chunk_size = 4096;  // vocabulary rows per chunk: extra memory is [N, chunk_size] f32
+};
+
+// cross_entropy(linear(hidden, weight), labels) fused: the vocabulary is walked in chunks with an online
+// log-sum-exp, so peak extra memory is one [N, chunk] block. hidden [N, C] f32; weight [V, C] f32 (or
+// bf16: no weight gradient); labels [N] i32 -> loss []. Backward recomputes each chunk's logits and
+// accumulates dhidden [N, C] and dweight [V, C] chunk by chunk.
+Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
+                            const LinearCrossEntropyOptions& options = {});
+
+// Row kernels shared with token_logprobs (contiguous f32, inputs already validated, single-threaded):
+// log Σ_j exp(x[j]) over v values (max-shifted, f32 lane sums).
+float row_logsumexp(const float* x, int64_t v);
+// d[j] = scale·(exp(x[j] − lse) − [j == target]); target < 0: no one-hot term. d may alias x.
+void row_softmax_backward(const float* x, float lse, float scale, int64_t target, float* d, int64_t v);
+
+}  // namespace lathe

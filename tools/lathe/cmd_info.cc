@@ -1,0 +1,46 @@
+// lathe info MODEL_DIR: what a checkpoint is, without running it.
+#include <cstdio>
+#include <map>
+
+#include "args.h"
+#include "lathe/models/model.h"
+
+namespace lathe::cli {
+
+int cmd_info(int argc, char** argv) {
+  Args a = Args::parse(argc, argv, 2, {"--help"});
+  if (a.has("--help") || a.positional.size() != 1) {
+    std::fputs("usage: lathe info MODEL_DIR\n", stderr);
+    return a.has("--help") ? 0 : 2;
+  }
+  a.check_known({"--help"}, "info");
+  auto m = Model::load(a.positional[0]);
+  const ModelConfig& c = m->config();
+  std::map<std::string, int64_t> by_dtype;
+  int64_t bytes = 0;
+  for (Tensor* t : m->parameters()) {
+    by_dtype[std::string(dtype_name(t->dtype()))] += t->numel();
+    bytes += static_cast<int64_t>(t->nbytes());
+  }
+  std::printf("model         %s\n", a.positional[0].c_str());
+  std::printf("family        %s (%s)\n", c.family.c_str(), c.architecture.c_str());
+  std::printf("parameters    %lld (%.2fM)\n", static_cast<long long>(m->n_params()), m->n_params() / 1e6);
+  std::printf("dtypes       ");
+  for (auto& [d, n] : by_dtype) std::printf(" %s: %lld", d.c_str(), static_cast<long long>(n));
+  std::printf("\n");
+  std::printf("weights       %.2f MiB in memory (memory-mapped where stored as used)\n", bytes / 1048576.0);
+  std::printf("shape         layers %lld, hidden %lld, heads %lld (kv %lld, dim %lld), ffn %lld, vocab %lld\n",
+              static_cast<long long>(c.n_layers), static_cast<long long>(c.hidden), static_cast<long long>(c.n_heads),
+              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim), static_cast<long long>(c.ffn),
+              static_cast<long long>(c.vocab_size));
+  if (c.n_experts > 0)
+    std::printf("experts       %lld, top-%lld, width %lld%s\n", static_cast<long long>(c.n_experts),
+                static_cast<long long>(c.top_k), static_cast<long long>(c.moe_ffn),
+                c.norm_topk_prob ? ", renormalised" : "");
+  const double kv_per_token = 2.0 * c.n_layers * c.kv_dim() * 4;
+  std::printf("kv cache      %.1f KiB per token (f32)\n", kv_per_token / 1024);
+  std::printf("tied head     %s\n", c.tie_embeddings ? "yes" : "no");
+  return 0;
+}
+
+}  // namespace lathe::cli
