@@ -34,6 +34,7 @@ int cmd_generate(int argc, char** argv) {
   GenerateResult r = generate(*model, prompt, o);
   for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
   std::printf("\n");
+  std::fflush(stdout);
   const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
   std::fprintf(stderr, "prefill %lld tokens in %.3f s (%.1f tok/s), decode %lld tokens in %.3f s (%.1f tok/s)\n",
                static_cast<long long>(r.n_prompt), r.prefill_seconds, r.n_prompt / std::max(r.prefill_seconds, 1e-9),

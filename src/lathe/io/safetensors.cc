@@ -47,6 +47,15 @@ SafetensorsFile SafetensorsFile::parse(const char* data, size_t size, const std:
     throw FormatError(str_cat(path, ": header is not valid JSON: ", e.what()));
   }
   LATHE_CHECK_FORMAT(header.is_object(), path, ": header is not a JSON object");
+  try {
+    parse_entries(f, header, path);
+  } catch (const json::exception& e) {  // a field of an unexpected JSON type
+    throw FormatError(str_cat(path, ": malformed header: ", e.what()));
+  }
+  return f;
+}
+
+void SafetensorsFile::parse_entries(SafetensorsFile& f, const nlohmann::json& header, const std::string& path) {
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const json& v = it.value();
@@ -98,7 +107,6 @@ SafetensorsFile SafetensorsFile::parse(const char* data, size_t size, const std:
                                 "' in the data section"));
     f.index_[f.entries_[i].name] = i;
   }
-  return f;
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ class SafetensorsFile {
   Tensor tensor(const std::string& name) const;
 
  private:
+  static void parse_entries(SafetensorsFile& f, const nlohmann::json& header, const std::string& path);
   std::string path_;
   MappedFile file_;
   const char* data_begin_ = nullptr;  // start of the data section
