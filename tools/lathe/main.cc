@@ -9,6 +9,9 @@ namespace lathe::cli {
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
+int cmd_chat_template(int argc, char** argv);
 }  // namespace lathe::cli
 
 namespace {
@@ -23,6 +26,12 @@ void usage() {
       "                                      generate token ids with the KV cache (greedy by default)\n"
       "  verify MODEL_DIR REFERENCE.safetensors [--atol A] [--grad-rtol R] [--threads N]\n"
       "                                      compare logits (and grad.* gradients) with a reference file\n"
+      "  tokenize TOKENIZER [--special] [--tokens] [--offsets] < texts.jsonl\n"
+      "                                      JSON lines {\"text\"} -> {\"ids\", \"tokens\", \"offsets\"}\n"
+      "  detokenize TOKENIZER [--skip-special] < ids.jsonl\n"
+      "                                      JSON lines {\"ids\"} -> {\"text\"}\n"
+      "  chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
+      "                                      render {\"messages\", \"tools\", ...} with the model's chat template\n"
       "\n"
       "Run `lathe <command> --help` for details. Docs: README.md and docs/cli.md.\n",
       stderr);
@@ -39,6 +48,9 @@ int main(int argc, char** argv) {
     if (cmd == "info") return lathe::cli::cmd_info(argc, argv);
     if (cmd == "generate") return lathe::cli::cmd_generate(argc, argv);
     if (cmd == "verify") return lathe::cli::cmd_verify(argc, argv);
+    if (cmd == "tokenize") return lathe::cli::cmd_tokenize(argc, argv);
+    if (cmd == "detokenize") return lathe::cli::cmd_detokenize(argc, argv);
+    if (cmd == "chat-template") return lathe::cli::cmd_chat_template(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

@@ -1,0 +1,350 @@
+// Batch-1 decode speed with the KV cache against the memory-bandwidth roofline.
+//
+//   BM_Bandwidth_ReadOnly_1GB/threads:N   sum over a 1 GiB f32 array (best of 3 passes)
+//   BM_Bandwidth_Triad/threads:N          a[i] = b[i] + s*c[i] over 3 x 512 MiB (STREAM counting: 3 arrays)
+//   BM_Decode_Llama1B_<DT>/threads:N      generate(): a 16-token prompt, then 64 new tokens, greedy
+//
+// Every decode repetition is bracketed by a read-only probe and a triad probe on the same thread count
+// (right before and right after the generate call), so each tokens/s is printed next to the bandwidth
+// measured around it:
+//   roofline tokens/s = bandwidth / weight bytes per token
+//   weight bytes per token = the bytes of every matrix read once per token, in its loaded dtype:
+//       per layer q, k, v, o, gate, up, down; plus the head (the tied embedding, V x C) once.
+//     Not counted (each < 0.1% here): the embedding row gathered, the norm vectors, the KV cache read
+//     (16 layers x 2 x 512 x <= 80 positions x 4 B <= 5.2 MB at the end of the run).
+//   roofline_pct_read  = decode tokens/s / (read-only bandwidth / bytes per token) x 100   (the stricter)
+//   roofline_pct_triad = the same against the triad bandwidth
+// The bandwidth used is the mean of the probes before and after; bw_drift_pct reports how far they
+// differ (over 10%: the host's bandwidth moved during the run, rerun).
+// decode tokens/s = (new tokens - 1) / GenerateResult::decode_seconds: the first new token comes from the
+// prefill logits, so the decode loop runs new - 1 forwards.
+//
+// Model folders: --f32=DIR --bf16=DIR, or LATHE_BENCH_LLAMA1B_F32 / LATHE_BENCH_LLAMA1B_BF16 (written by
+// ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16); absent ones are skipped.
+// Other flags: --threads=1,2 --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "lathe/base/context.h"
+#include "lathe/infer/generate.h"
+#include "lathe/models/model.h"
+
+namespace {
+
+using lathe::Context;
+using lathe::ContextScope;
+using lathe::Model;
+
+using Clock = std::chrono::steady_clock;
+
+// 64-byte aligned float buffer, first-touched by the workers that will read it.
+struct Buffer {
+  float* p = nullptr;
+  size_t n = 0;
+  explicit Buffer(size_t count) : n(count) {
+    p = static_cast<float*>(std::aligned_alloc(64, count * sizeof(float)));
+    if (!p) {
+      std::fprintf(stderr, "decode_bench: cannot allocate %zu MB\n", count * sizeof(float) >> 20);
+      std::exit(1);
+    }
+  }
+  ~Buffer() { std::free(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+float sum_range(const float* x, size_t n) {
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(x + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(x + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(x + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(x + i + 48));
+  }
+  // (not _mm512_reduce_add_ps: GCC 12 warns about an uninitialised variable inside it under -Werror)
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = 0;
+  for (float l : lanes) s += l;
+  for (; i < n; ++i) s += x[i];
+  return s;
+#else
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  float s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += x[i];
+  return s;
+#endif
+}
+
+// Range of worker w of n over count elements, in 64-element (256-byte) blocks.
+void chunk(size_t count, int w, int n, size_t& begin, size_t& end) {
+  const size_t blocks = count / 64;
+  begin = blocks * w / n * 64;
+  end = w + 1 == n ? count : blocks * (w + 1) / n * 64;
+}
+
+// The bandwidth probes. Arrays are allocated on first use and kept for the process.
+class Probe {
+ public:
+  static constexpr size_t kReadBytes = size_t{1} << 30, kTriadBytes = size_t{512} << 20;
+
+  // Read-only: GB/s of the best of `passes` sums over 1 GiB.
+  double read_gbps(Context& ctx, int passes = 3) {
+    ensure(ctx);
+    double best = 0;
+    for (int p = 0; p < passes; ++p) {
+      std::vector<float> partial(ctx.pool.n_threads(), 0.f);
+      const auto t0 = Clock::now();
+      ctx.pool.run_on_workers(ctx.pool.n_threads(), [&](int w, int n) {
+        size_t b, e;
+        chunk(read_->n, w, n, b, e);
+        partial[w] = sum_range(read_->p + b, e - b);
+      });
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      float total = 0;
+      for (float x : partial) total += x;
+      benchmark::DoNotOptimize(total);
+      best = std::max(best, static_cast<double>(kReadBytes) / s / 1e9);
+    }
+    return best;
+  }
+
+  // Triad a = b + s*c: GB/s (3 arrays counted, as STREAM) of the best of `passes`.
+  double triad_gbps(Context& ctx, int passes = 3) {
+    ensure(ctx);
+    double best = 0;
+    const float s = 1.0001f;
+    for (int p = 0; p < passes; ++p) {
+      const auto t0 = Clock::now();
+      ctx.pool.run_on_workers(ctx.pool.n_threads(), [&](int w, int n) {
+        size_t b, e;
+        chunk(a_->n, w, n, b, e);
+        float* __restrict a = a_->p;
+        const float* __restrict bb = b_->p;
+        const float* __restrict c = c_->p;
+        for (size_t i = b; i < e; ++i) a[i] = bb[i] + s * c[i];
+      });
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      benchmark::DoNotOptimize(a_->p[a_->n / 2]);
+      best = std::max(best, 3.0 * static_cast<double>(kTriadBytes) / t / 1e9);
+    }
+    return best;
+  }
+
+ private:
+  void ensure(Context& ctx) {
+    if (read_) return;
+    read_ = std::make_unique<Buffer>(kReadBytes / sizeof(float));
+    a_ = std::make_unique<Buffer>(kTriadBytes / sizeof(float));
+    b_ = std::make_unique<Buffer>(kTriadBytes / sizeof(float));
+    c_ = std::make_unique<Buffer>(kTriadBytes / sizeof(float));
+    ctx.pool.run_on_workers(ctx.pool.n_threads(), [&](int w, int n) {
+      size_t b, e;
+      chunk(read_->n, w, n, b, e);
+      for (size_t i = b; i < e; ++i) read_->p[i] = 1.0f;
+      chunk(a_->n, w, n, b, e);
+      for (size_t i = b; i < e; ++i) a_->p[i] = 0.f, b_->p[i] = 1.f, c_->p[i] = 2.f;
+    });
+  }
+  std::unique_ptr<Buffer> read_, a_, b_, c_;
+};
+
+struct Flags {
+  std::string f32_dir, bf16_dir;
+  std::vector<int> threads = {1, 2};
+  int prompt = 16, new_tokens = 64;
+  bool probe_benchmarks = true;
+};
+
+std::string env_or(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+bool parse_flags(int argc, char** argv, Flags& f) {
+  f.f32_dir = env_or("LATHE_BENCH_LLAMA1B_F32");
+  f.bf16_dir = env_or("LATHE_BENCH_LLAMA1B_BF16");
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* key, std::string& out) {
+      const std::string k = std::string("--") + key + "=";
+      if (a.rfind(k, 0) != 0) return false;
+      out = a.substr(k.size());
+      return true;
+    };
+    std::string v;
+    if (value("f32", f.f32_dir) || value("bf16", f.bf16_dir)) continue;
+    if (value("prompt", v)) { f.prompt = std::stoi(v); continue; }
+    if (value("new", v)) { f.new_tokens = std::stoi(v); continue; }
+    if (a == "--no_probe_benchmarks") { f.probe_benchmarks = false; continue; }
+    if (value("threads", v)) {
+      f.threads.clear();
+      for (size_t p = 0; p < v.size();) {
+        size_t q = v.find(',', p);
+        if (q == std::string::npos) q = v.size();
+        f.threads.push_back(std::stoi(v.substr(p, q - p)));
+        p = q + 1;
+      }
+      continue;
+    }
+    std::fprintf(stderr, "decode_bench: unknown flag %s\n", a.c_str());
+    return false;
+  }
+  return f.prompt >= 1 && f.new_tokens >= 2;
+}
+
+// Bytes of every matrix read once per decoded token (see the header comment).
+double weight_bytes_per_token(const Model& m) {
+  double bytes = 0;
+  for (const auto& l : m.weights().layers)
+    for (const lathe::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (t->defined()) bytes += static_cast<double>(t->nbytes());
+  const lathe::Tensor& head = m.weights().lm_head.defined() ? m.weights().lm_head : m.weights().embed;
+  bytes += static_cast<double>(head.nbytes());
+  return bytes;
+}
+
+void register_probes(const std::shared_ptr<Probe>& probe, const std::vector<int>& threads, const char* when) {
+  for (int n : threads) {
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Bandwidth_ReadOnly_1GB/") + when + "/threads:" + std::to_string(n)).c_str(),
+        [probe, n](benchmark::State& st) {
+          Context ctx(n);
+          double gbps = 0;
+          for (auto _ : st) {
+            gbps = probe->read_gbps(ctx);
+            st.SetIterationTime(static_cast<double>(Probe::kReadBytes) / (gbps * 1e9));
+          }
+          st.counters["GB/s"] = gbps;
+          st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * Probe::kReadBytes));
+        })
+        ->UseManualTime()
+        ->Iterations(1);
+    benchmark::RegisterBenchmark(
+        (std::string("BM_Bandwidth_Triad/") + when + "/threads:" + std::to_string(n)).c_str(),
+        [probe, n](benchmark::State& st) {
+          Context ctx(n);
+          double gbps = 0;
+          for (auto _ : st) {
+            gbps = probe->triad_gbps(ctx);
+            st.SetIterationTime(3.0 * static_cast<double>(Probe::kTriadBytes) / (gbps * 1e9));
+          }
+          st.counters["GB/s"] = gbps;
+          st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * 3 * Probe::kTriadBytes));
+        })
+        ->UseManualTime()
+        ->Iterations(1);
+  }
+}
+
+void register_decode(const std::string& label, const std::string& dir, const Flags& f,
+                     const std::shared_ptr<Probe>& probe) {
+  if (dir.empty()) {
+    std::fprintf(stderr, "decode_bench: skipping %s (no model folder: pass --%s=DIR or set LATHE_BENCH_LLAMA1B_%s)\n",
+                 label.c_str(), label == "F32" ? "f32" : "bf16", label.c_str());
+    return;
+  }
+  std::shared_ptr<Model> model;
+  try {
+    model = Model::load(dir);  // weights keep their stored dtype (f32 or bf16), mapped in place
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "decode_bench: skipping %s: cannot load %s: %s\n", label.c_str(), dir.c_str(), e.what());
+    return;
+  }
+  const double wbytes = weight_bytes_per_token(*model);
+  std::fprintf(stderr, "decode_bench: llama-1B %s from %s: %lld params, %.3f GB of weights read per token\n",
+               label.c_str(), dir.c_str(), static_cast<long long>(model->n_params()), wbytes / 1e9);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(model->config().vocab_size - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(f.prompt));
+  for (auto& x : prompt) x = dist(rng);
+  const int new_tokens = f.new_tokens;
+  for (int n : f.threads) {
+    auto warmed = std::make_shared<bool>(false);
+    benchmark::RegisterBenchmark(
+        ("BM_Decode_Llama1B_" + label + "/threads:" + std::to_string(n)).c_str(),
+        [model, probe, prompt, new_tokens, wbytes, n, warmed](benchmark::State& st) {
+          Context ctx(n);
+          ContextScope scope(ctx);
+          lathe::GenerateOptions opts;
+          opts.max_new_tokens = new_tokens;  // greedy (default sampling), no stop tokens
+          if (!*warmed) {  // pages the mapped weights in and settles the allocator; untimed
+            lathe::GenerateOptions w = opts;
+            w.max_new_tokens = 4;
+            benchmark::DoNotOptimize(lathe::generate(*model, prompt, w).tokens.size());
+            *warmed = true;
+          }
+          const double read0 = probe->read_gbps(ctx), triad0 = probe->triad_gbps(ctx);
+          lathe::GenerateResult r;
+          for (auto _ : st) {
+            r = lathe::generate(*model, prompt, opts);
+            st.SetIterationTime(r.decode_seconds);
+          }
+          const double read1 = probe->read_gbps(ctx), triad1 = probe->triad_gbps(ctx);
+          const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
+          const double tps = static_cast<double>(n_new - 1) / r.decode_seconds;
+          const double read = 0.5 * (read0 + read1), triad = 0.5 * (triad0 + triad1);
+          st.counters["decode_tok/s"] = tps;
+          st.counters["prefill_tok/s"] = static_cast<double>(r.n_prompt) / r.prefill_seconds;
+          st.counters["weight_GB/tok"] = wbytes / 1e9;
+          st.counters["read_GB/s"] = read;
+          st.counters["triad_GB/s"] = triad;
+          st.counters["achieved_GB/s"] = tps * wbytes / 1e9;
+          st.counters["roofline_pct_read"] = 100.0 * tps / (read * 1e9 / wbytes);
+          st.counters["roofline_pct_triad"] = 100.0 * tps / (triad * 1e9 / wbytes);
+          st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
+          st.counters["threads"] = n;
+        })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  std::string reps = "--benchmark_repetitions=3", agg = "--benchmark_report_aggregates_only=true";
+  bool has_reps = false, has_agg = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    has_reps |= a.rfind("--benchmark_repetitions", 0) == 0;
+    has_agg |= a.rfind("--benchmark_report_aggregates_only", 0) == 0 || a.rfind("--benchmark_display_aggregates_only", 0) == 0;
+  }
+  if (!has_reps) args.push_back(reps.data());
+  if (!has_agg) args.push_back(agg.data());
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  Flags f;
+  if (!parse_flags(n, args.data(), f)) return 2;
+  auto probe = std::make_shared<Probe>();
+  if (f.probe_benchmarks) register_probes(probe, f.threads, "before");
+  register_decode("F32", f.f32_dir, f, probe);
+  register_decode("BF16", f.bf16_dir, f, probe);
+  if (f.probe_benchmarks) register_probes(probe, f.threads, "after");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,143 @@
+// Google Benchmark of the CPU gemm: a square 1024^3 product, the GPT-2 124M training-step shapes
+// (B*T = 256 tokens, C = 768; forward, dX and dW) and batch-1 decode GEMVs with Llama-1B shapes.
+// Counters: FLOP/s for the products, weight bytes/s for the GEMVs. The thread count is the last Arg.
+//   build/release/gemm_bench --benchmark_filter=BM_Gemm_F32 --benchmark_min_time=1
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lathe/backend/cpu/gemm.h"
+
+namespace {
+
+using lathe::bf16;
+using lathe::ThreadPool;
+using lathe::cpu::GemmArgs;
+
+template <class T>
+std::vector<T> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    if constexpr (std::is_same_v<T, float>) x = dist(rng);
+    else x = lathe::f32_to_bf16(dist(rng));
+  }
+  return v;
+}
+
+struct GemmShape {
+  std::string name;
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+};
+
+// C[M, N] = op(A) · op(B); A and B hold TA / TB. Reports FLOP/s (2·M·N·K per call).
+template <class TA, class TB>
+void bench_gemm(benchmark::State& st, const GemmShape& s) {
+  const ThreadPool pool(static_cast<int>(st.range(0)));
+  const auto a = random_vector<TA>(s.m * s.k, 1);
+  const auto b = random_vector<TB>(s.k * s.n, 2);
+  std::vector<float> c(s.m * s.n);
+  const GemmArgs<TA, TB> g{.trans_a = s.trans_a, .trans_b = s.trans_b, .m = s.m, .n = s.n, .k = s.k,
+                           .a = a.data(), .lda = s.trans_a ? s.m : s.k, .b = b.data(),
+                           .ldb = s.trans_b ? s.k : s.n, .c = c.data(), .ldc = s.n};
+  for (auto _ : st) {
+    lathe::cpu::gemm(g, pool);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(2.0 * s.m * s.n * s.k * st.iterations(), benchmark::Counter::kIsRate);
+  st.SetLabel(lathe::cpu::gemm_isa());
+}
+
+// y[1, N] = x[1, K] · W^T with W [N, K] (a Linear weight). Weight copies rotate so that the bytes read
+// per call come from DRAM, not the (large) L3: at least 1 GiB of weights in all.
+template <class TW>
+void bench_gemv(benchmark::State& st, int64_t n, int64_t k) {
+  const ThreadPool pool(static_cast<int>(st.range(0)));
+  const int64_t w_bytes = n * k * static_cast<int64_t>(sizeof(TW));
+  const int n_copies = static_cast<int>(std::max<int64_t>(1, (int64_t{1} << 30) / w_bytes));
+  std::vector<std::vector<TW>> ws;
+  for (int i = 0; i < n_copies; ++i) ws.push_back(random_vector<TW>(n * k, 10 + i));
+  const auto x = random_vector<float>(k, 3);
+  std::vector<float> y(n);
+  int next = 0;
+  for (auto _ : st) {
+    const GemmArgs<float, TW> g{.trans_b = true, .m = 1, .n = n, .k = k, .a = x.data(), .lda = k,
+                                .b = ws[next].data(), .ldb = k, .c = y.data(), .ldc = n};
+    lathe::cpu::gemm(g, pool);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % n_copies;
+  }
+  st.SetBytesProcessed(st.iterations() * w_bytes);
+  st.counters["FLOP/s"] = benchmark::Counter(2.0 * n * k * st.iterations(), benchmark::Counter::kIsRate);
+  st.SetLabel(lathe::cpu::gemm_isa());
+}
+
+// GPT-2 124M, B*T = 256 tokens, C = 768: each Linear W [out, in] appears as forward y = x·W^T, input
+// gradient dX = dY·W and weight gradient dW = dY^T·X.
+std::vector<GemmShape> gpt2_shapes() {
+  constexpr int64_t kTokens = 256, kC = 768;
+  struct Linear {
+    const char* name;
+    int64_t out, in;
+  };
+  const Linear linears[] = {{"qkv", 3 * kC, kC}, {"attn_proj", kC, kC}, {"fc", 4 * kC, kC},
+                            {"fc_proj", kC, 4 * kC}, {"lm_head", 50257, kC}};
+  std::vector<GemmShape> shapes;
+  for (const Linear& l : linears) {
+    shapes.push_back({std::string("fwd_") + l.name, false, true, kTokens, l.out, l.in});
+    shapes.push_back({std::string("dX_") + l.name, false, false, kTokens, l.in, l.out});
+    shapes.push_back({std::string("dW_") + l.name, true, false, l.out, l.in, kTokens});
+  }
+  return shapes;
+}
+
+void register_all() {
+  auto threads = [](benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond); };
+  std::vector<GemmShape> shapes = {{"1024x1024x1024", false, false, 1024, 1024, 1024}};
+  for (const GemmShape& s : gpt2_shapes()) shapes.push_back(s);
+  for (const GemmShape& s : shapes) {
+    benchmark::RegisterBenchmark(("BM_Gemm_F32/" + s.name).c_str(),
+                                 [s](benchmark::State& st) { bench_gemm<float, float>(st, s); })
+        ->Apply(threads);
+  }
+  // bf16 weights (f32 activations) and bf16 x bf16 on the square and the MLP up-projection (fwd_fc).
+  for (const GemmShape& s : {shapes[0], gpt2_shapes()[6]}) {
+    benchmark::RegisterBenchmark(("BM_Gemm_F32xBf16/" + s.name).c_str(),
+                                 [s](benchmark::State& st) { bench_gemm<float, bf16>(st, s); })
+        ->Apply(threads);
+    benchmark::RegisterBenchmark(("BM_Gemm_Bf16/" + s.name).c_str(),
+                                 [s](benchmark::State& st) { bench_gemm<bf16, bf16>(st, s); })
+        ->Apply(threads);
+  }
+  // Llama-1B decode (batch 1): q/o-like [8192 x 2048] up, [2048 x 8192] down, lm head [128256 x 2048].
+  struct Gemv {
+    const char* name;
+    int64_t n, k;
+  };
+  for (const Gemv& v : {Gemv{"N8192_K2048", 8192, 2048}, Gemv{"N2048_K8192", 2048, 8192},
+                        Gemv{"N128256_K2048", 128256, 2048}}) {
+    benchmark::RegisterBenchmark((std::string("BM_Gemv_F32/") + v.name).c_str(),
+                                 [v](benchmark::State& st) { bench_gemv<float>(st, v.n, v.k); })
+        ->Apply(threads);
+    benchmark::RegisterBenchmark((std::string("BM_Gemv_Bf16/") + v.name).c_str(),
+                                 [v](benchmark::State& st) { bench_gemv<bf16>(st, v.n, v.k); })
+        ->Apply(threads);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

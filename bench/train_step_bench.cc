@@ -1,0 +1,201 @@
+// One training step, forward + backward, no optimizer: model->zero_grad(); loss = next_token_loss(ids);
+// backward(loss). fp32 (weights widened at load), random token ids, fixed seed.
+//
+//   BM_TrainStep_GPT2_124M_B4_T64/threads:N    a GPT-2 124M folder (bench/make_gpt2_model.py)
+//   BM_TrainStep_Llama110M_B4_T256/threads:N   the Llama-style tiny-110M (../shared/tools/make_bench_model.py)
+//
+// Model folders: --gpt2=DIR / --llama110m=DIR, or the environment variables LATHE_BENCH_GPT2 and
+// LATHE_BENCH_LLAMA110M; a benchmark whose folder is not given is skipped (a note goes to stderr).
+// --batch_gpt2 / --seq_gpt2 / --batch_llama / --seq_llama override the shapes.
+//
+// Counters: tokens/s = B*T / step time; GFLOP/s = FLOPs per step / step time, with
+//   FLOPs per step = 6 * N * B*T + 12 * L * T * C * B*T
+// N = Model::n_params() (every parameter once; the tied embedding counts once, for the head matmul);
+// the second term is attention's QK^T and AV (2 matmuls x 2 FLOPs x T*C per token per layer forward,
+// x3 for forward + backward) counted over the full T x T square as in the PaLM paper's appendix B (a causal
+// kernel does about half of it). The same formula is in bench/torch_train_step.py.
+//
+// Each benchmark runs one untimed warm-up step, then one step per repetition; the reported figure is the
+// median over --benchmark_repetitions (default 3 here).
+// Build: cmake --build build/release --target train_step_bench
+// Run:   build/release/train_step_bench --gpt2=bench/out/gpt2-124M --llama110m=bench/out/tiny-110M-f32 --threads=2
+//
+// Profiling only the timed steps (not the load or warm-up): start perf disabled with a control FIFO and
+// point LATHE_BENCH_PERF_FIFO at it; the benchmark writes "enable" / "disable" around its timed loop:
+//   mkfifo /tmp/ctl; LATHE_BENCH_PERF_FIFO=/tmp/ctl perf record -D -1 --control fifo:/tmp/ctl
+//     --call-graph dwarf -F 200 -- build/release/train_step_bench --gpt2=DIR --threads=1
+//     --benchmark_repetitions=1                                                       (one command line)
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lathe/autograd/node.h"
+#include "lathe/base/context.h"
+#include "lathe/models/model.h"
+#include "lathe/tensor/tensor.h"
+
+namespace {
+
+using lathe::Context;
+using lathe::ContextScope;
+using lathe::Model;
+using lathe::Tensor;
+
+struct Flags {
+  std::string gpt2_dir, llama_dir;
+  int gpt2_b = 4, gpt2_t = 64, llama_b = 4, llama_t = 256;
+  std::vector<int> threads = {1, 2};
+};
+
+std::string env_or(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+// Parses the flags Google Benchmark left in argv. Unknown flags are an error.
+bool parse_flags(int argc, char** argv, Flags& f) {
+  f.gpt2_dir = env_or("LATHE_BENCH_GPT2");
+  f.llama_dir = env_or("LATHE_BENCH_LLAMA110M");
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* key, std::string& out) {
+      const std::string k = std::string("--") + key + "=";
+      if (a.rfind(k, 0) != 0) return false;
+      out = a.substr(k.size());
+      return true;
+    };
+    std::string v;
+    if (value("gpt2", f.gpt2_dir) || value("llama110m", f.llama_dir)) continue;
+    if (value("batch_gpt2", v)) { f.gpt2_b = std::stoi(v); continue; }
+    if (value("seq_gpt2", v)) { f.gpt2_t = std::stoi(v); continue; }
+    if (value("batch_llama", v)) { f.llama_b = std::stoi(v); continue; }
+    if (value("seq_llama", v)) { f.llama_t = std::stoi(v); continue; }
+    if (value("threads", v)) {  // comma-separated list, e.g. --threads=1,2
+      f.threads.clear();
+      for (size_t p = 0; p < v.size();) {
+        size_t q = v.find(',', p);
+        if (q == std::string::npos) q = v.size();
+        f.threads.push_back(std::stoi(v.substr(p, q - p)));
+        p = q + 1;
+      }
+      continue;
+    }
+    std::fprintf(stderr, "train_step_bench: unknown flag %s\n", a.c_str());
+    return false;
+  }
+  return true;
+}
+
+Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> v(static_cast<size_t>(B * T));
+  for (auto& x : v) x = dist(rng);
+  return Tensor::from_data_i32({B, T}, v);
+}
+
+double step_flops(const Model& m, int64_t B, int64_t T) {
+  const auto& c = m.config();
+  const double tokens = static_cast<double>(B * T);
+  return 6.0 * static_cast<double>(m.n_params()) * tokens +
+         12.0 * static_cast<double>(c.n_layers) * static_cast<double>(T) * static_cast<double>(c.hidden) * tokens;
+}
+
+// perf's control FIFO (see the header comment); a no-op when LATHE_BENCH_PERF_FIFO is not set.
+void perf_control(const char* cmd) {
+  static FILE* fifo = [] {
+    const char* path = std::getenv("LATHE_BENCH_PERF_FIFO");
+    return path ? std::fopen(path, "w") : nullptr;
+  }();
+  if (fifo) {
+    std::fputs(cmd, fifo);
+    std::fflush(fifo);
+  }
+}
+
+void train_step(Model& m, const Tensor& ids) {
+  m.zero_grad();
+  Tensor loss = m.next_token_loss(ids);
+  lathe::backward(loss);
+  benchmark::DoNotOptimize(loss.item());  // the step is complete once the loss value is read
+}
+
+void register_model(const std::string& label, const std::string& dir, int64_t B, int64_t T,
+                    const std::vector<int>& threads) {
+  if (dir.empty()) {
+    std::fprintf(stderr, "train_step_bench: skipping %s (no model folder: pass --%s=DIR or set %s)\n", label.c_str(),
+                 label.find("GPT2") != std::string::npos ? "gpt2" : "llama110m",
+                 label.find("GPT2") != std::string::npos ? "LATHE_BENCH_GPT2" : "LATHE_BENCH_LLAMA110M");
+    return;
+  }
+  std::shared_ptr<Model> model;
+  try {
+    model = Model::load(dir, {.force_f32 = true});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_step_bench: skipping %s: cannot load %s: %s\n", label.c_str(), dir.c_str(), e.what());
+    return;
+  }
+  model->set_requires_grad(true);
+  const Tensor ids = random_ids(B, T, model->config().vocab_size, 1234);
+  const double flops = step_flops(*model, B, T);
+  std::fprintf(stderr, "train_step_bench: %s from %s: %lld params, B=%lld T=%lld, %.1f GFLOP per step\n", label.c_str(),
+               dir.c_str(), static_cast<long long>(model->n_params()), static_cast<long long>(B),
+               static_cast<long long>(T), flops / 1e9);
+  const std::string name = "BM_TrainStep_" + label + "_B" + std::to_string(B) + "_T" + std::to_string(T);
+  for (int n : threads) {
+    auto warmed = std::make_shared<bool>(false);  // one warm-up per (model, threads), not per repetition
+    benchmark::RegisterBenchmark(
+        (name + "/threads:" + std::to_string(n)).c_str(),
+        [model, ids, flops, B, T, n, warmed](benchmark::State& st) {
+          Context ctx(n);
+          ContextScope scope(ctx);
+          if (!*warmed) {
+            train_step(*model, ids);
+            *warmed = true;
+          }
+          perf_control("enable\n");
+          for (auto _ : st) train_step(*model, ids);
+          perf_control("disable\n");
+          st.counters["tokens/s"] =
+              benchmark::Counter(static_cast<double>(B * T), benchmark::Counter::kIsIterationInvariantRate);
+          st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+          st.counters["threads"] = n;
+          st.SetItemsProcessed(st.iterations() * B * T);
+        })
+        ->UseRealTime()
+        ->MeasureProcessCPUTime()  // CPU time of all threads: less sensitive than wall time to a shared host
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Default: 3 repetitions, medians only (a flag given on the command line wins).
+  std::vector<char*> args(argv, argv + argc);
+  std::string reps = "--benchmark_repetitions=3", agg = "--benchmark_report_aggregates_only=true";
+  bool has_reps = false, has_agg = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    has_reps |= a.rfind("--benchmark_repetitions", 0) == 0;
+    has_agg |= a.rfind("--benchmark_report_aggregates_only", 0) == 0 || a.rfind("--benchmark_display_aggregates_only", 0) == 0;
+  }
+  if (!has_reps) args.push_back(reps.data());
+  if (!has_agg) args.push_back(agg.data());
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  Flags f;
+  if (!parse_flags(n, args.data(), f)) return 2;
+  register_model("GPT2_124M", f.gpt2_dir, f.gpt2_b, f.gpt2_t, f.threads);
+  register_model("Llama110M", f.llama_dir, f.llama_b, f.llama_t, f.threads);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

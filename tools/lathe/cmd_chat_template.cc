@@ -1,0 +1,56 @@
+// lathe chat-template TOKENIZER: renders a conversation with the model's own chat template (the Jinja in
+// tokenizer_config.json), exactly as transformers' apply_chat_template(tokenize=False) would.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "lathe/io/jinja/chat_template.h"
+
+namespace lathe::cli {
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+int cmd_chat_template(int argc, char** argv) {
+  Args a = Args::parse(argc, argv, 2, {"--help", "--add-generation-prompt"});
+  if (a.has("--help") || a.positional.size() != 1) {
+    std::fputs(
+        "usage: lathe chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
+        "TOKENIZER is a model folder or a tokenizer.json (tokenizer_config.json is read beside it).\n"
+        "stdin: {\"messages\": [...], \"tools\": [...], \"enable_thinking\": false, ...}; every key other than\n"
+        "messages is passed to the template. Writes the rendered prompt to stdout.\n",
+        stderr);
+    return a.has("--help") ? 0 : 2;
+  }
+  a.check_known({"--help", "--add-generation-prompt"}, "chat-template");
+  fs::path p(a.positional[0]);
+  const fs::path config_path = fs::is_directory(p) ? p / "tokenizer_config.json" : p.parent_path() / "tokenizer_config.json";
+  LATHE_CHECK_ARG(fs::exists(config_path), config_path.string(), ": not found (the chat template lives there)");
+  ordered_json config, input;
+  try {
+    std::ifstream in(config_path);
+    config = ordered_json::parse(in);
+  } catch (const ordered_json::exception& e) {
+    throw FormatError(str_cat(config_path.string(), ": not valid JSON: ", e.what()));
+  }
+  config.erase("added_tokens_decoder");  // large and never read by templates
+  try {
+    input = ordered_json::parse(std::string(std::istreambuf_iterator<char>(std::cin), {}));
+  } catch (const ordered_json::exception& e) {
+    throw InvalidArgument(str_cat("stdin: not valid JSON: ", e.what()));
+  }
+  LATHE_CHECK_ARG(input.is_object() && input.contains("messages") && input["messages"].is_array(),
+                  "stdin: expected {\"messages\": [...], ...}");
+  jinja::ChatRequest req;
+  req.messages = input["messages"];
+  req.add_generation_prompt = a.has("--add-generation-prompt");
+  for (auto it = input.begin(); it != input.end(); ++it)
+    if (it.key() != "messages") req.extra[it.key()] = it.value();
+  std::cout << jinja::apply_chat_template(config, req);
+  return 0;
+}
+
+}  // namespace lathe::cli
