@@ -261,13 +261,9 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
         const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
         const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
         if (split_n) {
-          if (nw > 1) {
-#pragma omp barrier
-          }
+          if (nw > 1) pool.barrier();
           pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, a_panels * w / nw, a_panels * (w + 1) / nw, pack_ta, a_pack);
-          if (nw > 1) {
-#pragma omp barrier
-          }
+          if (nw > 1) pool.barrier();
         } else {
           pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, 0, a_panels, pack_ta, a_pack);
         }

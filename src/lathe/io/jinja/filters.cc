@@ -228,6 +228,10 @@ std::string percent_format(const std::string& fmt, const CallArgs& a) {
 Value filter_tojson(const Value& v, const CallArgs& a) {
   JsonDumpOptions o;
   if (const Value* ind = arg(a, 0, "indent"); ind && !ind->is_none()) {
+    // json.dumps accepts a str or an int (bool included); anything else is a TypeError there.
+    if (!ind->is_string() && !ind->is_int() && !ind->is_bool()) {
+      throw EvalError("tojson: indent must be an int or a str, not '" + ind->type_name() + "'");
+    }
     o.indent = ind->is_string() ? ind->as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())), ' ');
     o.item_separator = ",";  // json.dumps switches to "," when indenting
   }
