@@ -1,4 +1,4 @@
-// Everything a computation needs from its surroundings: worker threads and the seedable RNG.
+// Everything a computation needs from its surroundings: worker threads and memory.
 // Passed explicitly (STYLE §13); ops reach it through ContextScope, which the caller sets for a region,
 // so two engines with different thread counts can share a process.
 #pragma once
@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "lathe/base/allocator.h"
 #include "lathe/base/thread_pool.h"
 
 namespace lathe {
@@ -13,6 +14,7 @@ namespace lathe {
 struct Context {
   explicit Context(int n_threads = 0) : pool(n_threads) {}
   ThreadPool pool;
+  Allocator alloc;  // tensor storage comes from here
 };
 
 // The context of the calling thread: the innermost live ContextScope, else a process default with all

@@ -1,5 +1,7 @@
 #include "lathe/tensor/tensor.h"
 
+#include "lathe/base/context.h"
+
 #include <cstdlib>
 #include <sstream>
 
@@ -31,12 +33,13 @@ Shape contiguous_strides(const Shape& s) {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   auto st = std::make_shared<Storage>();
-  const size_t rounded = (nbytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !p) throw Error(str_cat("out of memory allocating ", nbytes, " bytes"));
-  st->data = p;
+  try {
+    st->owner = current_context().alloc.allocate(nbytes);
+  } catch (const std::bad_alloc&) {
+    throw Error(str_cat("out of memory allocating ", nbytes, " bytes"));
+  }
+  st->data = st->owner.get();
   st->nbytes = nbytes;
-  st->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return st;
 }
 

@@ -112,7 +112,9 @@ TEST(Filters, UnknownAndUnsupportedFilters) {
 
 TEST(Filters, BadArgumentsAreErrors) {
   for (const char* source : {"{{ 1|dictsort }}", "{{ 'a'|round }}", "{{ [1]|map }}", "{{ 5|length }}", "{{ 1|items }}",
-                             "{{ [1, 'a']|sort }}"}) {
+                             "{{ [1, 'a']|sort }}",
+                             // fuzz finding: a non-int, non-str indent threw std::bad_variant_access
+                             "{{ 1|tojson(x) }}", "{{ 1|tojson(indent=1.5) }}", "{{ 1|tojson([2]) }}"}) {
     SCOPED_TRACE(source);
     EXPECT_EQ(render_error(source).kind(), ChatTemplateError::Kind::kRuntime);
   }

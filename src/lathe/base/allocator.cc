@@ -1,0 +1,67 @@
+#include "lathe/base/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+namespace lathe {
+namespace {
+constexpr size_t kMinCachedBlock = size_t{1} << 20;  // smaller blocks: glibc's own free lists do well
+}
+
+struct Allocator::Cache {
+  std::mutex mu;
+  std::unordered_multimap<size_t, void*> free_blocks;  // rounded size -> block
+  size_t cached = 0, max_cached = 0;
+  ~Cache() {
+    for (auto& [size, p] : free_blocks) std::free(p);
+  }
+};
+
+Allocator::Allocator(size_t max_cached_bytes) : cache_(std::make_shared<Cache>()) {
+  cache_->max_cached = max_cached_bytes;
+}
+
+std::shared_ptr<void> Allocator::allocate(size_t nbytes) const {
+  const size_t rounded = (nbytes + 63) / 64 * 64;
+  if (rounded == 0) return std::shared_ptr<void>();
+  void* p = nullptr;
+  if (rounded >= kMinCachedBlock) {
+    std::lock_guard<std::mutex> lk(cache_->mu);
+    auto it = cache_->free_blocks.find(rounded);
+    if (it != cache_->free_blocks.end()) {
+      p = it->second;
+      cache_->free_blocks.erase(it);
+      cache_->cached -= rounded;
+    }
+  }
+  if (!p) p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::shared_ptr<Cache> cache = cache_;
+  return std::shared_ptr<void>(p, [cache, rounded](void* q) {
+    if (rounded >= kMinCachedBlock) {
+      std::lock_guard<std::mutex> lk(cache->mu);
+      if (cache->cached + rounded <= cache->max_cached) {
+        cache->free_blocks.emplace(rounded, q);
+        cache->cached += rounded;
+        return;
+      }
+    }
+    std::free(q);
+  });
+}
+
+size_t Allocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lk(cache_->mu);
+  return cache_->cached;
+}
+
+void Allocator::release_cache() const {
+  std::lock_guard<std::mutex> lk(cache_->mu);
+  for (auto& [size, p] : cache_->free_blocks) std::free(p);
+  cache_->free_blocks.clear();
+  cache_->cached = 0;
+}
+
+}  // namespace lathe
