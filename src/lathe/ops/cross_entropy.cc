@@ -160,13 +160,17 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
 
   // Online log-sum-exp per row: running max m and Σ exp(z − m), rescaled when the max grows.
   std::vector<float> run_max(n, kNegInf), run_sum(n, 0.f), target(n, 0.f);
-  std::vector<float> buf(static_cast<size_t>(n) * chunk);  // [N, chunk]: the only large scratch
+  // Chunk c's logits [N, vc] live at kept + n * v0 when kept for the backward, else in buf.
+  const bool keep = needs_grad({&hidden_in, &weight_in}) && n * v * static_cast<int64_t>(sizeof(float)) <= opt.keep_logits_bytes;
+  Tensor kept = keep ? Tensor::empty({n * v}) : Tensor();
+  std::vector<float> buf(keep ? 0 : static_cast<size_t>(n) * chunk);  // [N, chunk]
   for (int64_t v0 = 0; v0 < v; v0 += chunk) {
     const int64_t vc = std::min(chunk, v - v0);
-    chunk_logits(h.data<float>(), w, n, c, v0, vc, cap, buf.data());
+    float* zc = keep ? kept.data<float>() + n * v0 : buf.data();
+    chunk_logits(h.data<float>(), w, n, c, v0, vc, cap, zc);
     parallel_rows(n, vc, [&](int64_t, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const float* z = buf.data() + i * vc;
+        const float* z = zc + i * vc;
         const float m_new = std::max(run_max[i], row_max(z, vc));
         if (m_new == kNegInf) continue;
         run_sum[i] = run_sum[i] * std::exp(run_max[i] - m_new) + row_sum_exp(z, m_new, vc);
@@ -199,13 +203,15 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
       const int32_t* lb = ls.data<int32_t>();
       Tensor dh = want_h ? Tensor::empty({n, c}) : Tensor(), dw = want_w ? Tensor::empty({v, c}) : Tensor();
       if (want_h && v == 0) dh.fill(0.f);
-      std::vector<float> da(static_cast<size_t>(n) * chunk);  // [N, chunk]
+      std::vector<float> scratch(keep ? 0 : static_cast<size_t>(n) * chunk);  // [N, chunk]
       for (int64_t v0 = 0; v0 < v; v0 += chunk) {
         const int64_t vc = std::min(chunk, v - v0);
-        chunk_logits(hp, ws, n, c, v0, vc, cap, da.data());
+        // The chunk's logits, turned into dlogits in place (the kept ones are not needed afterwards).
+        float* const da = keep ? kept.data<float>() + n * v0 : scratch.data();
+        if (!keep) chunk_logits(hp, ws, n, c, v0, vc, cap, da);
         parallel_rows(n, vc, [&](int64_t, int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
-            float* zr = da.data() + i * vc;
+            float* zr = da + i * vc;
             if (lb[i] == ignore) {
               std::fill(zr, zr + vc, 0.f);
               continue;
@@ -225,9 +231,9 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
             }
           }
         });
-        if (want_h) gemm_head(false, false, n, c, vc, da.data(), vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f);
+        if (want_h) gemm_head(false, false, n, c, vc, da, vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f);
         if (want_w) {
-          cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da.data(), vc, hp, c, dw.data<float>() + v0 * c,
+          cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hp, c, dw.data<float>() + v0 * c,
                                                  c, 1.f, 0.f},
                     current_context().pool);
         }

@@ -114,19 +114,20 @@ LossAndGrads run_with_grads(const Tensor& h, const Tensor& w, Fn fn) {
 // Fused vs unfused differ only in the log-sum-exp's f32 summation order (online chunks vs one pass):
 // a few 2⁻²⁴·|lse| per row, so 1e-5 relative on the loss; gradients inherit it through exp(z − lse)
 // and the GEMMs' f32 sums: bound 1e-5·max|g| per entry.
-void expect_fused_equals_unfused(int64_t n, int64_t c, int64_t v, float cap, int64_t chunk) {
+void expect_fused_equals_unfused(int64_t n, int64_t c, int64_t v, float cap, int64_t chunk, int64_t keep_bytes) {
   Tensor h = random_tensor({n, c}, 1, 1.5f), w = random_tensor({v, c}, 2);
   std::vector<int32_t> lab = random_labels(n, static_cast<int32_t>(v), 3);
   lab[0] = -100;
   Tensor labels = Tensor::from_data_i32({n}, lab);
   LossAndGrads fused = run_with_grads(h, w, [&](const Tensor& hr, const Tensor& wr) {
-    return linear_cross_entropy(hr, wr, labels, {.final_softcap = cap, .chunk_size = chunk});
+    return linear_cross_entropy(hr, wr, labels, {.final_softcap = cap, .chunk_size = chunk, .keep_logits_bytes = keep_bytes});
   });
   LossAndGrads unfused = run_with_grads(h, w, [&](const Tensor& hr, const Tensor& wr) {
     Tensor logits = linear(hr, wr);
     return cross_entropy(cap > 0.f ? softcap(logits, cap) : logits, labels);
   });
-  const std::string where = "chunk " + std::to_string(chunk) + " cap " + std::to_string(cap);
+  const std::string where =
+      "chunk " + std::to_string(chunk) + " cap " + std::to_string(cap) + " keep " + std::to_string(keep_bytes);
   EXPECT_NEAR(fused.loss, unfused.loss, 1e-5 * std::fabs(unfused.loss)) << where;
   for (auto [a, b] : {std::pair{&fused.dh, &unfused.dh}, std::pair{&fused.dw, &unfused.dw}}) {
     float scale = 0.f;
@@ -136,16 +137,21 @@ void expect_fused_equals_unfused(int64_t n, int64_t c, int64_t v, float cap, int
 }
 
 TEST(LinearCrossEntropy, EqualsUnfusedCompositionForAnyChunking) {
-  for (int64_t chunk : {1, 7, 16, 50, 4096}) expect_fused_equals_unfused(9, 13, 50, 0.f, chunk);
+  // keep_bytes 0: logits recomputed in the backward; 1 MiB: kept from the forward.
+  for (int64_t keep : {int64_t{0}, int64_t{1} << 20})
+    for (int64_t chunk : {1, 7, 16, 50, 4096}) expect_fused_equals_unfused(9, 13, 50, 0.f, chunk, keep);
 }
 
 TEST(LinearCrossEntropy, EqualsUnfusedCompositionWithFinalSoftcap) {
-  for (int64_t chunk : {7, 4096}) expect_fused_equals_unfused(9, 13, 50, 5.f, chunk);
+  for (int64_t keep : {int64_t{0}, int64_t{1} << 20})
+    for (int64_t chunk : {7, 4096}) expect_fused_equals_unfused(9, 13, 50, 5.f, chunk, keep);
 }
 
 TEST(LinearCrossEntropy, EqualsUnfusedCompositionOnTheThreadedPath) {
-  expect_fused_equals_unfused(70, 16, 1000, 0.f, 1000);  // N·chunk = 70K > the threading threshold
-  expect_fused_equals_unfused(70, 16, 1000, 30.f, 333);
+  for (int64_t keep : {int64_t{0}, int64_t{1} << 20}) {
+    expect_fused_equals_unfused(70, 16, 1000, 0.f, 1000, keep);  // N·chunk = 70K > the threading threshold
+    expect_fused_equals_unfused(70, 16, 1000, 30.f, 333, keep);
+  }
 }
 
 // Smooth; scalar f32 loss: eps 5e-2 as for cross_entropy (see above), bound 2e-3.
