@@ -20,6 +20,10 @@ PY=${PYTHON:-/usr/bin/python3}  # Debian's python3 (python3-numpy, python3-torch
 MAKE_BENCH_MODEL=${MAKE_BENCH_MODEL:-../shared/tools/make_bench_model.py}
 # PyTorch must use OpenBLAS (OpenMP build), whatever the system's libblas.so.3 alternative points to.
 OPENBLAS_OMP_DIR=${OPENBLAS_OMP_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
+# Debian's OpenBLAS 0.3.21 does not know Zen 5 and falls back to its generic "Prescott" (SSE3) kernels,
+# ~5x slower than its AVX-512 ones: the baseline is PyTorch with the best OpenBLAS kernel for this CPU
+# (Cooperlake: AVX-512 + bf16, measured fastest here). TORCH_OPENBLAS_CORETYPE=auto measures the default.
+TORCH_OPENBLAS_CORETYPE=${TORCH_OPENBLAS_CORETYPE:-Cooperlake}
 
 RAW="$OUT/raw"
 mkdir -p "$OUT" "$RAW"
@@ -88,7 +92,10 @@ lathe_train() {  # model threads round
 torch_train() {  # model threads round
   local m=$1 t=$2 r=$3 tm
   tm=$([[ $m == gpt2 ]] && echo gpt2 || echo llama110m)
-  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t LD_LIBRARY_PATH="$OPENBLAS_OMP_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  local ct=()
+  [[ $TORCH_OPENBLAS_CORETYPE != auto ]] && ct=(OPENBLAS_CORETYPE="$TORCH_OPENBLAS_CORETYPE")
+  env "${ct[@]}" OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" \
+    LD_LIBRARY_PATH="$OPENBLAS_OMP_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$PY" bench/torch_train_step.py --model "$tm" --threads "$t" --warmup 1 --steps "$STEPS" \
     > "$RAW/train_torch_${m}_t${t}_r${r}.json"
   cat "$RAW/train_torch_${m}_t${t}_r${r}.json" >&2

@@ -85,6 +85,9 @@ def main():
             d["meta"]["lathe_gflop_step"] = b["GFLOP/s"] * to_seconds(b)
             d["meta"]["tokens"] = b["tokens/s"] * to_seconds(b)
             d["meta"]["name"] = b.get("run_name", b["name"])
+            bt = re.search(r"_B(\d+)_T(\d+)", d["meta"]["name"])
+            if bt:
+                d["meta"].setdefault("shape", f"B={bt.group(1)} T={bt.group(2)}")
         else:
             d["torch"].append((r, doc["median_step_s"]))
             if "median_cpu_s" in doc:
@@ -93,6 +96,7 @@ def main():
             d["meta"]["tokens"] = doc["batch"] * doc["seq"]
             d["meta"]["shape"] = f"B={doc['batch']} T={doc['seq']}"
             d["meta"]["blas"] = doc.get("blas", [])
+            d["meta"]["coretype"] = doc.get("openblas_coretype", "auto")
     if runs:
         out.append("## Training step (fp32, forward + backward, no optimizer)\n")
         out.append("FLOPs per step = 6 N (B T) + 12 L T C (B T); medians over interleaved rounds; ratio = lathe tok/s "
@@ -139,7 +143,9 @@ def main():
         out.append("")
         blas = next((m["meta"].get("blas") for m in runs.values() if m["meta"].get("blas")), None)
         if blas:
-            out.append(f"PyTorch BLAS: `{os.path.basename(blas[-1])}` ({os.path.dirname(blas[-1])}).\n")
+            cts = sorted({m["meta"].get("coretype", "auto") for m in runs.values() if m["meta"].get("blas")})
+            out.append(f"PyTorch BLAS: `{os.path.basename(blas[-1])}` ({os.path.dirname(blas[-1])}), "
+                       f"OPENBLAS_CORETYPE={', '.join(cts)} (auto = OpenBLAS's detection: Prescott/SSE3 on Zen 5).\n")
 
     # ---- decode ----
     dec = os.path.join(raw, "decode.json")
@@ -156,7 +162,7 @@ def main():
             n = b.get("run_name", b["name"])
             if not n.startswith("BM_Decode"):
                 continue
-            dt = n.split("_")[2].split("/")[0]
+            dt = n.split("/")[0].split("_")[-1]  # BM_Decode_Llama1B_F32/threads:1 -> F32
             t = int(b["threads"])
             pr, pt = b["roofline_pct_read"], b["roofline_pct_triad"]
             tgt = "/".join("met" if x >= DECODE_TARGET_PCT else "MISSED" for x in (pr, pt))
@@ -166,7 +172,8 @@ def main():
         probes = [b for b in rows if b.get("run_name", b["name"]).startswith("BM_Bandwidth")]
         if probes:
             out.append("\nStand-alone probes (GB/s): " + ", ".join(
-                f"{b.get('run_name', b['name']).replace('BM_Bandwidth_', '')} {b['GB/s']:.1f}" for b in probes))
+                f"{re.sub(r'/iterations.*', '', b.get('run_name', b['name']).replace('BM_Bandwidth_', ''))} {b['GB/s']:.1f}"
+                for b in probes))
         out.append("")
     print("\n".join(out))
 

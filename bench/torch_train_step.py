@@ -13,7 +13,9 @@ optimizer, fp32, random init and random token ids, in self-written nn.Modules of
 Warm-up steps, then the median of --steps steps; prints one JSON line. FLOPs per step use the same formula
 as train_step_bench.cc: 6 * N * B*T + 12 * L * T * C * B*T (N = parameters, tied embedding once).
 Needs Debian python3-torch with libopenblas0-openmp: without OpenBLAS, torch falls back to the reference
-BLAS and is ~12x slower (the JSON's "blas" field says which library was loaded).
+BLAS and is ~12x slower (the JSON's "blas" field says which library was loaded). Debian's OpenBLAS 0.3.21
+detects Zen 5 as "Prescott" (SSE3 kernels, ~5x slower than its AVX-512 ones): set OPENBLAS_CORETYPE=Cooperlake
+(run_all.sh does) for the strong baseline.
 """
 import argparse
 import json
@@ -202,6 +204,7 @@ def main():
         "cpu_s": cpu, "median_cpu_s": statistics.median(cpu), "tokens_per_s": tokens / med,
         "gflops_per_step": flops / 1e9, "gflop_per_s": flops / med / 1e9, "blas": blas,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
     }))
 
 
