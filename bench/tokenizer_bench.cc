@@ -4,6 +4,7 @@
 // in at most half its time (Gemma 3: ~870 ms).
 // Usage: tokenizer_bench [TOKENIZERS_DIR] [TEXT_FILE]   (TEXT_FILE: use it instead of the generated mix)
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
@@ -117,15 +118,24 @@ int main(int argc, char** argv) {
     double par_s = seconds_since(t0);
     t0 = Clock::now();
     size_t n_ids = 0;
-    for (auto p : paragraphs) n_ids += tok.encode_ids(p, false).size();
+    // ids_hash: FNV-1a over the ids plus a multiplicative lane, as bench/tokenizers_node/bench.js computes
+    // it, so bench/tokenizer_compare.sh can check both produce identical ids.
+    uint32_t h1 = 0x811c9dc5u, h2 = 0;
+    for (auto p : paragraphs) {
+      for (uint32_t id : tok.encode_ids(p, false)) {
+        h1 = (h1 ^ id) * 0x01000193u;
+        h2 = h2 * 31u + id;
+        ++n_ids;
+      }
+    }
     double ids_s = seconds_since(t0);
     std::printf(
         "{\"tokenizer\": \"%s\", \"text_mb\": %.2f, \"load_ms\": %.1f, \"tokens\": %zu, "
         "\"encode_whole_mb_s\": %.2f, \"encode_paragraphs_mb_s\": %.2f, \"encode_ids_paragraphs_mb_s\": %.2f, "
-        "\"paragraphs\": %zu, \"paragraph_tokens\": %zu}\n",
-        name, mb, load_s * 1e3, enc.ids.size(), mb / whole_s, mb / par_s, mb / ids_s, paragraphs.size(), n_par_tokens);
+        "\"paragraphs\": %zu, \"paragraph_tokens\": %zu, \"ids_tokens\": %zu, \"ids_hash\": \"%08x%08x\"}\n",
+        name, mb, load_s * 1e3, enc.ids.size(), mb / whole_s, mb / par_s, mb / ids_s, paragraphs.size(), n_par_tokens,
+        n_ids, unsigned(h1), unsigned(h2));
     std::fflush(stdout);
-    (void)n_ids;
   }
   return 0;
 }

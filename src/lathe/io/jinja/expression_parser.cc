@@ -31,8 +31,10 @@ ExprPtr ExpressionParser::parse_expression(bool with_condexpr) {
   DepthGuard guard(*this, peek().offset);
   if (!with_condexpr) return parse_or();
   ExprPtr expr = parse_or();
+  ChainGuard chain(*this);
   while (at_name("if")) {
     const size_t offset = next().offset;
+    chain.link(offset);
     ExprPtr cond = parse_or();
     ExprPtr otherwise = skip_name("else") ? parse_expression(true) : nullptr;
     ExprPtr e = make(ExprKind::kCondExpr, offset);
@@ -54,8 +56,10 @@ ExprPtr ExpressionParser::binary(Op op, ExprPtr a, ExprPtr b, size_t offset) {
 
 ExprPtr ExpressionParser::parse_or() {
   ExprPtr left = parse_and();
+  ChainGuard chain(*this);
   while (at_name("or")) {
     const size_t offset = next().offset;
+    chain.link(offset);
     left = binary(Op::kOr, std::move(left), parse_and(), offset);
   }
   return left;
@@ -63,8 +67,10 @@ ExprPtr ExpressionParser::parse_or() {
 
 ExprPtr ExpressionParser::parse_and() {
   ExprPtr left = parse_not();
+  ChainGuard chain(*this);
   while (at_name("and")) {
     const size_t offset = next().offset;
+    chain.link(offset);
     left = binary(Op::kAnd, std::move(left), parse_not(), offset);
   }
   return left;
@@ -115,8 +121,10 @@ ExprPtr ExpressionParser::parse_compare() {
 
 ExprPtr ExpressionParser::parse_math1() {
   ExprPtr left = parse_concat();
+  ChainGuard chain(*this);
   while (at_op("+") || at_op("-")) {
     const Token& t = next();
+    chain.link(t.offset);
     left = binary(t.text == "+" ? Op::kAdd : Op::kSub, std::move(left), parse_concat(), t.offset);
   }
   return left;
@@ -124,8 +132,10 @@ ExprPtr ExpressionParser::parse_math1() {
 
 ExprPtr ExpressionParser::parse_concat() {
   ExprPtr left = parse_math2();
+  ChainGuard chain(*this);
   while (at_op("~")) {
     const size_t offset = next().offset;
+    chain.link(offset);
     left = binary(Op::kConcat, std::move(left), parse_math2(), offset);
   }
   return left;
@@ -133,8 +143,10 @@ ExprPtr ExpressionParser::parse_concat() {
 
 ExprPtr ExpressionParser::parse_math2() {
   ExprPtr left = parse_pow();
+  ChainGuard chain(*this);
   while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
     const Token& t = next();
+    chain.link(t.offset);
     const Op op = t.text == "*" ? Op::kMul : t.text == "/" ? Op::kDiv : t.text == "//" ? Op::kFloorDiv : Op::kMod;
     left = binary(op, std::move(left), parse_pow(), t.offset);
   }
@@ -143,8 +155,10 @@ ExprPtr ExpressionParser::parse_math2() {
 
 ExprPtr ExpressionParser::parse_pow() {
   ExprPtr left = parse_unary(true);
+  ChainGuard chain(*this);
   while (at_op("**")) {
     const size_t offset = next().offset;
+    chain.link(offset);
     left = binary(Op::kPow, std::move(left), parse_unary(true), offset);
   }
   return left;
@@ -231,7 +245,9 @@ ExprPtr ExpressionParser::parse_primary() {
 }
 
 ExprPtr ExpressionParser::parse_postfix(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    if (at_op(".") || at_op("[") || at_op("(")) chain.link(peek().offset);
     if (at_op(".")) {
       const size_t offset = next().offset;
       if (peek().kind == TokenKind::kInt) {  // foo.0 is foo[0]
@@ -326,7 +342,9 @@ ExprPtr ExpressionParser::parse_filter_chain(ExprPtr input) {
     if (at_op("(")) parse_call_args(*e);
     input = std::move(e);
   }
+  ChainGuard chain(*this);
   while (at_op("|")) {
+    chain.link(peek().offset);
     ExprPtr e = make(ExprKind::kFilter, next().offset);
     e->name = parse_filter_name();
     e->args.push_back(std::move(input));
@@ -337,7 +355,9 @@ ExprPtr ExpressionParser::parse_filter_chain(ExprPtr input) {
 }
 
 ExprPtr ExpressionParser::parse_filter_expr(ExprPtr node) {
+  ChainGuard chain(*this);
   while (true) {
+    if (at_name("is") || at_op("(")) chain.link(peek().offset);
     if (at_op("|")) {
       node = parse_filter_chain(std::move(node));
     } else if (at_name("is")) {

@@ -97,7 +97,21 @@ class Renderer {
     return Flow::kNormal;
   }
 
+  // RAII recursion counter for exec / eval: deep template recursion fails with a LimitError instead of
+  // overflowing the stack (macro recursion inside nested blocks multiplies the depth).
+  struct RenderDepth {
+    RenderDepth(int& depth, int limit) : depth_(depth) {
+      if (++depth_ > limit) {
+        --depth_;
+        throw LimitError("template recursion deeper than " + std::to_string(limit) + " levels");
+      }
+    }
+    ~RenderDepth() { --depth_; }
+    int& depth_;
+  };
+
   Flow exec(const Stmt& s, std::string& out) {
+    RenderDepth guard(render_depth_, o_.max_render_depth);
     try {
       return exec_inner(s, out);
     } catch (const EvalError& e) {
@@ -265,6 +279,7 @@ class Renderer {
   // ---- expressions ----
 
   Value eval(const Expr& e) {
+    RenderDepth guard(render_depth_, o_.max_render_depth);
     try {
       return eval_inner(e);
     } catch (const EvalError& err) {
@@ -399,6 +414,7 @@ class Renderer {
   ScopePtr scope_;
   int64_t steps_ = 0;
   int call_depth_ = 0;
+  int render_depth_ = 0;
 };
 
 }  // namespace

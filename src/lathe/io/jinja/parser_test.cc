@@ -117,6 +117,25 @@ TEST(Parser, DeepNestingFailsInsteadOfOverflowing) {
   EXPECT_THROW(parse_template(blocks, ParseOptions{}), ChatTemplateError);
 }
 
+// Fuzz finding: left-associative chains parse without recursion but nest the tree one level per link,
+// so `1+1+...` (or x.a.a..., x[0][0]..., x|e|e...) of ~20000 links overflowed the interpreter's stack.
+TEST(Parser, LongChainsFailInsteadOfOverflowing) {
+  for (const char* link : {"+1", "~1", " and 1", "*1", "**1", ".a", "[0]", "(1)", "|e", " if 1 else 1"}) {
+    SCOPED_TRACE(link);
+    std::string src = "{{ x";
+    for (int i = 0; i < 20000; ++i) src += link;
+    src += " }}";
+    try {
+      parse_template(src, ParseOptions{});
+      FAIL() << "no error";
+    } catch (const ChatTemplateError& e) {
+      EXPECT_NE(std::string(e.what()).find("nested too deeply"), std::string::npos) << e.what();
+    }
+  }
+  // Ordinary chains still parse.
+  EXPECT_NO_THROW(parse_template("{{ a + b + c ~ d ~ e | lower | trim | upper if x.y.z[0](1) is defined else g }}", ParseOptions{}));
+}
+
 TEST(Parser, ColumnsCountCodePoints) {
   try {
     parse_template("éé {{ ) }}", ParseOptions{});

@@ -27,6 +27,22 @@ class TokenCursor {
     ~DepthGuard() { --p_.depth_; }
     TokenCursor& p_;
   };
+  // Left-associative chains (a + b + c, x.a.b, x|f|g, x is t is ...) build one tree level per link
+  // without recursing in the parser; each link takes one level of the same nesting budget until the
+  // chain's function returns, so the tree stays shallow enough for the recursive interpreter and the
+  // recursive destructor (a 40 KB `1+1+...` template used to overflow the stack when rendered).
+  struct ChainGuard {
+    explicit ChainGuard(TokenCursor& p) : p_(p) {}
+    void link(size_t offset) {
+      ++links_;
+      if (++p_.depth_ > p_.options_.max_nesting_depth) p_.fail("template nested too deeply", offset);
+    }
+    ~ChainGuard() { p_.depth_ -= links_; }
+    ChainGuard(const ChainGuard&) = delete;
+    ChainGuard& operator=(const ChainGuard&) = delete;
+    TokenCursor& p_;
+    int links_ = 0;
+  };
 
   [[noreturn]] void fail(const std::string& msg, size_t offset) const {
     const SourcePosition p = locate(source_, offset);
