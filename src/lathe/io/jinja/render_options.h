@@ -16,7 +16,7 @@ struct RenderOptions {
   int max_call_depth = 256;                    // nested macro calls (recursion)
   // Deepest recursion of the interpreter (statements, expressions, macro calls together): bounds its
   // stack use (~0.5 KB a level in release builds, a few KB under AddressSanitizer).
-  int max_render_depth = 2048;
+  int max_render_depth = 256;
   std::optional<std::time_t> now;              // strftime_now's clock; unset = current local time
 };
 
