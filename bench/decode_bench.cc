@@ -24,6 +24,8 @@
 // Other flags: --threads=1,2 --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
 #include <benchmark/benchmark.h>
 
+#include "bench_defaults.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -325,16 +327,8 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<char*> args(argv, argv + argc);
-  std::string reps = "--benchmark_repetitions=3", agg = "--benchmark_report_aggregates_only=true";
-  bool has_reps = false, has_agg = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    has_reps |= a.rfind("--benchmark_repetitions", 0) == 0;
-    has_agg |= a.rfind("--benchmark_report_aggregates_only", 0) == 0 || a.rfind("--benchmark_display_aggregates_only", 0) == 0;
-  }
-  if (!has_reps) args.push_back(reps.data());
-  if (!has_agg) args.push_back(agg.data());
+  std::vector<std::string> default_flags;
+  std::vector<char*> args = lathe::bench::args_with_median_defaults(argc, argv, default_flags);
   int n = static_cast<int>(args.size());
   benchmark::Initialize(&n, args.data());
   Flags f;

@@ -27,6 +27,8 @@
 //     --benchmark_repetitions=1                                                       (one command line)
 #include <benchmark/benchmark.h>
 
+#include "bench_defaults.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -179,16 +181,8 @@ void register_model(const std::string& label, const std::string& dir, int64_t B,
 
 int main(int argc, char** argv) {
   // Default: 3 repetitions, medians only (a flag given on the command line wins).
-  std::vector<char*> args(argv, argv + argc);
-  std::string reps = "--benchmark_repetitions=3", agg = "--benchmark_report_aggregates_only=true";
-  bool has_reps = false, has_agg = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    has_reps |= a.rfind("--benchmark_repetitions", 0) == 0;
-    has_agg |= a.rfind("--benchmark_report_aggregates_only", 0) == 0 || a.rfind("--benchmark_display_aggregates_only", 0) == 0;
-  }
-  if (!has_reps) args.push_back(reps.data());
-  if (!has_agg) args.push_back(agg.data());
+  std::vector<std::string> default_flags;
+  std::vector<char*> args = lathe::bench::args_with_median_defaults(argc, argv, default_flags);
   int n = static_cast<int>(args.size());
   benchmark::Initialize(&n, args.data());
   Flags f;

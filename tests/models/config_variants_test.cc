@@ -32,7 +32,7 @@ std::vector<std::pair<std::string, Tensor>> read_tensors(const std::string& p) {
 
 Tensor logits_of(const std::string& dir) {
   const std::string ref = testing::fixtures_root() + "/models/llama/reference.safetensors";
-  Tensor ids = SafetensorsFile::open(ref).tensor("input_ids").to(DType::kF32).to(DType::kI32);
+  Tensor ids = SafetensorsFile::open(ref).tensor("input_ids").to(DType::kI32);
   NoGradGuard ng;
   return Model::load(dir)->forward(ids);
 }

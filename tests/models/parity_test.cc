@@ -41,7 +41,7 @@ Fixture load_fixture(const std::string& name) {
   std::ifstream in(dir + "/reference.json");
   json j = json::parse(in);
   SafetensorsFile ref = SafetensorsFile::open(dir + "/reference.safetensors");
-  Tensor ids = ref.tensor("input_ids").to(DType::kF32).to(DType::kI32);
+  Tensor ids = ref.tensor("input_ids").to(DType::kI32);
   return Fixture{dir, j, std::move(ref), ids};
 }
 

@@ -53,7 +53,7 @@ int cmd_verify(int argc, char** argv) {
   auto model = Model::load(a.positional[0], {.force_f32 = true});
   SafetensorsFile ref = SafetensorsFile::open(a.positional[1]);
   LATHE_CHECK_ARG(ref.contains("input_ids"), a.positional[1], ": no 'input_ids' tensor");
-  const Tensor ids = ref.tensor("input_ids").to(DType::kF32).to(DType::kI32);
+  const Tensor ids = ref.tensor("input_ids").to(DType::kI32);
   bool ok = true;
   std::printf("%-60s %12s %12s %12s  %s\n", "tensor", "max_abs", "max_rel", "norm_rel", "status");
   if (ref.contains("logits")) {

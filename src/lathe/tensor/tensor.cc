@@ -74,6 +74,32 @@ float load_as_float(const void* p, DType t) {
   return 0.f;
 }
 
+bool dtype_is_integer(DType t) {
+  return t == DType::kI32 || t == DType::kI64 || t == DType::kI8 || t == DType::kU8 || t == DType::kBool;
+}
+
+int64_t load_as_i64(const void* p, DType t) {
+  switch (t) {
+    case DType::kI32: return *static_cast<const int32_t*>(p);
+    case DType::kI64: return *static_cast<const int64_t*>(p);
+    case DType::kI8: return *static_cast<const int8_t*>(p);
+    case DType::kU8: return *static_cast<const uint8_t*>(p);
+    case DType::kBool: return *static_cast<const uint8_t*>(p) ? 1 : 0;
+    default: return 0;
+  }
+}
+
+void store_from_i64(void* p, DType t, int64_t v) {
+  switch (t) {
+    case DType::kI32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
+    case DType::kI64: *static_cast<int64_t*>(p) = v; break;
+    case DType::kI8: *static_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
+    case DType::kU8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
+    case DType::kBool: *static_cast<uint8_t*>(p) = v != 0; break;
+    default: break;
+  }
+}
+
 void store_from_float(void* p, DType t, float v) {
   switch (t) {
     case DType::kF32: *static_cast<float*>(p) = v; break;
@@ -253,6 +279,8 @@ void Tensor::copy_from(const Tensor& src) {
   char* db = static_cast<char*>(raw_data());
   const Shape &ss = src.strides(), &ds = strides();
   const bool same = src.dtype() == dtype();
+  // Integer to integer stays exact (token ids above 2^24 would not survive a float).
+  const bool ints = dtype_is_integer(src.dtype()) && dtype_is_integer(dtype());
   for_each_index(shape(), [&](const int64_t* idx) {
     int64_t so = 0, dof = 0;
     for (int d = 0; d < dim(); ++d) {
@@ -261,6 +289,8 @@ void Tensor::copy_from(const Tensor& src) {
     }
     if (same)
       std::memcpy(db + dof * es_dst, sb + so * es_src, es_dst);
+    else if (ints)
+      store_from_i64(db + dof * es_dst, dtype(), load_as_i64(sb + so * es_src, src.dtype()));
     else
       store_from_float(db + dof * es_dst, dtype(), load_as_float(sb + so * es_src, src.dtype()));
   });
