@@ -53,15 +53,17 @@ def main():
         fmt = lambda t: datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
         out.append(f"# lathe benchmark summary\n\nRaw results in `{raw}`, written {fmt(stamps[0])} .. {fmt(stamps[-1])}.\n")
 
-    # % of peak divides by what PERF.md says this machine can do (not by a peak measured under load).
+    # % of peak divides by the peak measured in this run (these machines are not PERF.md's Zen 5);
+    # PERF.md's figures only when no measurement is present.
     peak = dict(PERF_MD_FMA_PEAK)
     pf = os.path.join(raw, "peak_fma.json")
     if os.path.exists(pf):
         p = load(pf)
+        peak = {1: p['fp32_fma_gflops_1t'], 2: p['fp32_fma_gflops_2t']}
         out.append(f"FMA peak measured by bench/peak_fma in this run: fp32 {p['fp32_fma_gflops_1t']:.0f} GFLOP/s at 1 thread, "
                    f"{p['fp32_fma_gflops_2t']:.0f} at 2 (PERF.md: 273 / 514-545); bf16 dot {p.get('bf16_dot_gflops_1t', 0):.0f} / "
-                   f"{p.get('bf16_dot_gflops_2t', 0):.0f} (PERF.md: 555 / 1071). Far below PERF.md means the cores were "
-                   "shared with other work during this run. % of peak below divides by PERF.md's 273 (1 thread) / 545 (2 threads).\n")
+                   f"{p.get('bf16_dot_gflops_2t', 0):.0f} (PERF.md: 555 / 1071). % of peak below divides by these measured "
+                   "figures.\n")
 
     # ---- training ----
     runs = {}  # (model, threads) -> {"lathe": [(round, s)], "torch": [(round, s)], ...}
@@ -100,7 +102,7 @@ def main():
     if runs:
         out.append("## Training step (fp32, forward + backward, no optimizer)\n")
         out.append("FLOPs per step = 6 N (B T) + 12 L T C (B T); medians over interleaved rounds; ratio = lathe tok/s "
-                   "/ PyTorch tok/s (target >= 1.5x at 2 threads). CPU-s/step: CPU seconds of all the process's threads per step (medians; OpenMP spin-waiting counts): on a shared host it shows the work done when the wall-clock figures are distorted by time-slicing.\n")
+                   "/ PyTorch tok/s (target >= 1.5x at 2 threads). CPU-s/step: CPU seconds of all the process's threads per step (medians; spin-waiting counts): on a shared host it shows the work done when the wall-clock figures are distorted by time-slicing.\n")
         out.append("| model | shape | threads | lathe s/step | lathe tok/s | lathe GFLOP/s (% FMA peak) | PyTorch s/step | "
                    "PyTorch tok/s | PyTorch GFLOP/s (% peak) | ratio | per-round ratios | spread lathe / torch | target | "
                    "CPU-s/step lathe / torch (ratio) |")
