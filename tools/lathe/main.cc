@@ -12,6 +12,7 @@ int cmd_verify(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
+int cmd_data(int argc, char** argv);
 }  // namespace lathe::cli
 
 namespace {
@@ -30,6 +31,8 @@ void usage() {
       "                                      JSON lines {\"text\"} -> {\"ids\", \"tokens\", \"offsets\"}\n"
       "  detokenize TOKENIZER [--skip-special] < ids.jsonl\n"
       "                                      JSON lines {\"ids\"} -> {\"text\"}\n"
+      "  data prepare INPUT... --tokenizer T --out DIR\n"
+      "                                      text / JSONL -> llm.c-format token shards with a val split\n"
       "  chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
       "                                      render {\"messages\", \"tools\", ...} with the model's chat template\n"
       "\n"
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return lathe::cli::cmd_tokenize(argc, argv);
     if (cmd == "detokenize") return lathe::cli::cmd_detokenize(argc, argv);
     if (cmd == "chat-template") return lathe::cli::cmd_chat_template(argc, argv);
+    if (cmd == "data") return lathe::cli::cmd_data(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

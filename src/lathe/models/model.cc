@@ -8,6 +8,7 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
+#include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/family.h"
@@ -47,23 +48,33 @@ bool ignorable(const std::string& name, const ModelConfig& c) {
 
 }  // namespace
 
+// Parses config.json text into the model's config (the family decides the fields).
+void Model::parse_config_text(const std::string& text, const std::string& where) {
+  config_text_ = text;
+  try {
+    cfg_.hf_config = json::parse(text);
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
+  }
+  const Family& fam = find_family(cfg_.hf_config);
+  cfg_.family = fam.name;
+  cfg_.architecture = fam.architectures[0];
+  cfg_.model_type = hf_string_or(cfg_.hf_config, "model_type", "");
+  try {
+    fam.parse_config(cfg_.hf_config, cfg_);
+  } catch (const Error& e) {
+    throw InvalidArgument(str_cat(where, ": ", e.what()));
+  }
+}
+
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& opts) {
   const fs::path root(dir);
   LATHE_CHECK_ARG(fs::is_directory(root), dir, ": not a directory (expected a Hugging Face model folder)");
   const fs::path config_path = root / "config.json";
   LATHE_CHECK_ARG(fs::exists(config_path), dir, ": no config.json");
   std::unique_ptr<Model> m(new Model());
-  m->config_text_ = read_text(config_path);
-  m->cfg_.hf_config = parse_json_file(config_path);
+  m->parse_config_text(read_text(config_path), config_path.string());
   const Family& fam = find_family(m->cfg_.hf_config);
-  m->cfg_.family = fam.name;
-  m->cfg_.architecture = fam.architectures[0];
-  m->cfg_.model_type = hf_string_or(m->cfg_.hf_config, "model_type", "");
-  try {
-    fam.parse_config(m->cfg_.hf_config, m->cfg_);
-  } catch (const Error& e) {
-    throw InvalidArgument(str_cat(config_path.string(), ": ", e.what()));
-  }
   if (fs::exists(root / "generation_config.json")) {
     m->generation_config_text_ = read_text(root / "generation_config.json");
     m->generation_config_ = parse_json_file(root / "generation_config.json");
@@ -94,6 +105,36 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   for (const std::string& name : ckpt.names())
     LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
                     "' (not part of ", m->cfg_.architecture, " with this config.json)");
+  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  return m;
+}
+
+std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t seed) {
+  std::unique_ptr<Model> m(new Model());
+  m->parse_config_text(config_json, "config.json");
+  const Family& fam = find_family(m->cfg_.hf_config);
+  m->w_.layers.resize(m->cfg_.n_layers);
+  m->bindings_ = fam.bindings(m->cfg_, m->w_);
+  const float std_dev = static_cast<float>(hf_float_or(m->cfg_.hf_config, "initializer_range", 0.02));
+  const bool gpt2 = m->cfg_.family == std::string("gpt2");
+  for (const TensorBinding& b : m->bindings_) {
+    Tensor t = Tensor::empty(b.shape);
+    float* x = t.data<float>();
+    const int64_t n = t.numel();
+    const bool is_norm = b.name.find("norm") != std::string::npos || b.name.find("ln_") != std::string::npos;
+    if (b.shape.size() == 1 && is_norm && b.name.ends_with(".weight")) {
+      std::fill(x, x + n, 1.f - m->cfg_.norm_weight_offset);  // identity: w = 1, or 0 for (1 + w)
+    } else if (b.shape.size() == 1) {
+      std::fill(x, x + n, 0.f);  // biases (and LayerNorm betas)
+    } else {
+      // GPT-2 scales the residual projections so the residual stream's variance does not grow with depth.
+      const bool residual_proj = gpt2 && b.name.ends_with("c_proj.weight");
+      const float s = residual_proj ? std_dev / std::sqrt(2.f * static_cast<float>(m->cfg_.n_layers)) : std_dev;
+      CounterRng rng{derive_key(seed, hash_name(b.name)), 0};
+      for (int64_t j = 0; j < n; ++j) x[j] = s * rng.next_normal();
+    }
+    b.load(t);
+  }
   if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
   return m;
 }

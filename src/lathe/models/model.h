@@ -22,6 +22,11 @@ struct LoadOptions {
 class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& opts = {});
+  // A new f32 model from config.json text, initialised as the family's Hugging Face class initialises it:
+  // matrices and embeddings ~ normal(0, initializer_range), GPT-2's residual projections (c_proj) scaled
+  // by 1/sqrt(2 L), norms at identity (1, or 0 for (1 + w) norms), biases 0. Each tensor draws from a
+  // counter-based RNG keyed by (seed, checkpoint name): the same seed gives the same weights.
+  static std::unique_ptr<Model> create(const std::string& config_json, uint64_t seed);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -55,6 +60,7 @@ class Model {
 
  private:
   Model() = default;
+  void parse_config_text(const std::string& text, const std::string& where);
   ModelConfig cfg_;
   ModelWeights w_;
   std::vector<TensorBinding> bindings_;

@@ -1,0 +1,77 @@
+#include "lathe/train/adamw.h"
+
+#include <cmath>
+
+#include "lathe/base/error.h"
+
+namespace lathe::train {
+
+AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg) : params_(std::move(params)), cfg_(cfg) {
+  LATHE_CHECK_ARG(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1, "adamw: betas must be in [0, 1)");
+  LATHE_CHECK_ARG(cfg.eps > 0, "adamw: eps must be positive");
+  for (const OptimParam& p : params_) {
+    LATHE_CHECK_ARG(p.value.dtype() == DType::kF32 && p.value.is_contiguous(), "adamw: parameter ", p.name,
+                    " must be f32 and contiguous (master weights)");
+    m_.push_back(Tensor::zeros(p.value.shape()));
+    v_.push_back(Tensor::zeros(p.value.shape()));
+  }
+}
+
+void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
+  const int64_t t = ++steps_;
+  const float b1 = static_cast<float>(cfg_.beta1), b2 = static_cast<float>(cfg_.beta2);
+  const float bc1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t)));
+  const float bc2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t)));
+  const float eps = static_cast<float>(cfg_.eps), lr_f = static_cast<float>(lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].value.grad();
+    if (!g.defined()) continue;
+    LATHE_ASSERT(g.dtype() == DType::kF32 && g.is_contiguous() && g.numel() == params_[i].value.numel());
+    const float wd = params_[i].decay ? static_cast<float>(cfg_.weight_decay) : 0.f;
+    float* theta = params_[i].value.data<float>();
+    float* m = m_[i].data<float>();
+    float* v = v_[i].data<float>();
+    const float* grad = g.data<float>();
+    const int64_t n = params_[i].value.numel();
+    constexpr int64_t kChunk = 1 << 16;  // elementwise and memory-bound: large contiguous chunks per worker
+    pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c, int) {
+      const int64_t end = std::min(n, (c + 1) * kChunk);
+#pragma omp simd
+      for (int64_t j = c * kChunk; j < end; ++j) {
+        const float gj = grad[j] * grad_scale;
+        m[j] = b1 * m[j] + (1.f - b1) * gj;
+        v[j] = b2 * v[j] + (1.f - b2) * gj * gj;
+        const float m_hat = m[j] / bc1, v_hat = v[j] / bc2;
+        theta[j] -= lr_f * (m_hat / (std::sqrt(v_hat) + eps) + wd * theta[j]);
+      }
+    });
+  }
+}
+
+double global_grad_norm(const std::vector<OptimParam>& params, const ThreadPool& pool) {
+  double total = 0;
+  for (const OptimParam& p : params) {
+    const Tensor g = p.value.grad();
+    if (!g.defined()) continue;
+    const float* x = g.data<float>();
+    const int64_t n = g.numel();
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial(chunks);
+    pool.parallel_for(chunks, [&](int64_t c, int) {
+      const int64_t end = std::min(n, (c + 1) * kChunk);
+      // Eight explicit lanes: the summation order is fixed by the code, not by how the compiler
+      // vectorises this copy of the loop, so every thread count gives the same bits.
+      double lane[8] = {};
+      int64_t j = c * kChunk;
+      for (; j + 8 <= end; j += 8)
+        for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[j + l]) * x[j + l];
+      for (; j < end; ++j) lane[0] += static_cast<double>(x[j]) * x[j];
+      partial[c] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    });
+    for (double s : partial) total += s;  // fixed order: independent of the thread count
+  }
+  return std::sqrt(total);
+}
+
+}  // namespace lathe::train

@@ -1,0 +1,84 @@
+// Deterministic, resumable loader over token shards (specs/pretrain.md §2.8).
+//
+// A sample is a window of T + 1 consecutive tokens of one shard (inputs = the first T, targets = the last
+// T); shard s holds (n_s - 1) / T windows starting at multiples of T, so consecutive windows share one
+// token and every token is a target exactly once. The global order is a pure function of (seed, epoch):
+// shards are permuted, then the windows inside each shard, with the counter-based RNG of base/rng.h.
+// The cursor is the number of global samples consumed; global sample k of a step belongs to rank
+// k mod world_size, so a run can resume from any cursor and on another world size. Validation data is
+// read in shard order, unshuffled.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lathe/train/token_shard.h"
+
+namespace lathe::train {
+
+struct Batch {
+  int64_t batch = 0, seq_len = 0;  // B, T
+  std::vector<int32_t> inputs;     // [B, T]
+  std::vector<int32_t> targets;    // [B, T]
+  // Document structure, for masking attention at document boundaries (delimiter_id >= 0):
+  std::vector<int32_t> positions;  // [B, T] position inside the document, restarting at each delimiter
+  std::vector<int32_t> segments;   // [B, T] document number inside the row, 0-based
+};
+
+struct DataLoaderOptions {
+  std::vector<std::string> shards;  // token shard paths (order matters only when shuffle is off)
+  int64_t seq_len = 0;              // T
+  uint64_t seed = 0;
+  bool shuffle = true;
+  uint64_t vocab_limit = 0;  // > 0: every id must be below it (catches a corrupt shard or wrong tokenizer)
+  int32_t delimiter_id = -1;  // token that opens each document; >= 0 fills Batch::positions / segments
+};
+
+// Shard paths matching "<dir>/*_<split>_*.bin" (split: "train" or "val"), sorted; dir may also be a glob
+// prefix such as "data/quickstart". Throws IoError when there are none.
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
+
+class DataLoader {
+ public:
+  explicit DataLoader(DataLoaderOptions opts);
+  ~DataLoader();
+
+  int64_t samples_per_epoch() const { return total_samples_; }
+  int64_t tokens() const { return total_tokens_; }
+  int64_t seq_len() const { return opts_.seq_len; }
+
+  // Samples [cursor, cursor + n_global) of the global order that belong to `rank` of `world` ranks
+  // (k mod world == rank), in order. A pure function of its arguments: thread-safe.
+  Batch batch_at(int64_t cursor, int64_t n_global, int rank = 0, int world = 1) const;
+
+  // The next batch after cursor(), then cursor() += n_global. The batch after it is prepared on a
+  // background thread while the caller trains on this one.
+  Batch next(int64_t n_global, int rank = 0, int world = 1);
+  int64_t cursor() const { return cursor_; }
+  void seek(int64_t cursor);  // resume: the next call to next() starts at this global sample
+
+ private:
+  struct ShardOrder;  // one epoch's shard permutation and one shard's window permutation (cached)
+  void sample_tokens(int64_t k, int32_t* out) const;  // T + 1 tokens of global sample k
+
+  DataLoaderOptions opts_;
+  std::vector<TokenShard> shards_;
+  std::vector<int64_t> windows_;  // per shard: number of windows
+  int64_t total_samples_ = 0, total_tokens_ = 0;
+  int64_t cursor_ = 0;
+  mutable std::unique_ptr<ShardOrder> order_cache_;
+  mutable std::mutex cache_mu_;
+
+  struct Pending {
+    int64_t cursor = -1, n_global = 0;
+    int rank = 0, world = 1;
+    std::future<Batch> result;
+  };
+  Pending pending_;
+};
+
+}  // namespace lathe::train

@@ -1,0 +1,117 @@
+#include "lathe/train/data_prepare.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lathe/base/error.h"
+#include "lathe/io/test_paths.h"
+#include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/io/tokenizer/unicode.h"
+#include "lathe/train/data_loader.h"
+
+namespace lathe::train {
+namespace {
+
+// A byte-level tokenizer (256 byte tokens, no merges) with <|endoftext|> = 256 as BOS and EOS.
+std::string write_byte_tokenizer(const std::string& dir) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[tokenizer::ByteLevelTable::get().byte_to_utf8[b]] = b;
+  const nlohmann::json tok = {
+      {"added_tokens", {{{"id", 256}, {"content", "<|endoftext|>"}, {"special", true}, {"single_word", false},
+                         {"lstrip", false}, {"rstrip", false}, {"normalized", false}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::ofstream(dir + "/tokenizer.json") << tok.dump();
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})";
+  return dir;
+}
+
+TEST(DataPrepare, ShardsHoldEveryDocumentOnceBehindTheDelimiter) {
+  const std::string dir = testing::scratch_dir("prepare");
+  write_byte_tokenizer(dir);
+  std::vector<std::string> docs;
+  {
+    std::ofstream jsonl(dir + "/a.jsonl");
+    for (int i = 0; i < 300; ++i) {
+      docs.push_back("doc " + std::to_string(i) + (i % 7 ? " says hi" : " with \"quotes\" and é"));
+      jsonl << nlohmann::json{{"body", docs.back()}, {"id", i}}.dump() << "\n";
+      if (i == 100) jsonl << "\n";  // blank lines are skipped
+    }
+    std::ofstream txt(dir + "/b.txt");
+    for (int i = 0; i < 50; ++i) {
+      docs.push_back("line " + std::to_string(i));
+      txt << docs.back() << "\n";
+    }
+  }
+  int progress_calls = 0;
+  ThreadPool pool(2);
+  const PrepareSummary sum = prepare_data({.inputs = {dir + "/a.jsonl", dir + "/b.txt"},
+                                           .tokenizer = dir,
+                                           .out_dir = dir + "/out",
+                                           .name = "demo",
+                                           .field = "body",
+                                           .val_fraction = 0.1,
+                                           .shard_tokens = 1000,
+                                           .progress = [&](const PrepareProgress&) { ++progress_calls; }},
+                                          pool);
+  EXPECT_GT(progress_calls, 0);
+  EXPECT_EQ(sum.delimiter_id, 256);
+  EXPECT_EQ(sum.width, 2);
+  EXPECT_EQ(sum.documents_train + sum.documents_val, 350);
+  EXPECT_GT(sum.documents_val, 10);  // ~10% of 350
+  EXPECT_LT(sum.documents_val, 60);
+  EXPECT_GT(sum.train_shards.size(), 3u);  // 1000-token shards
+
+  // Decoding every shard gives back exactly the input documents, each opened by the delimiter.
+  const auto tok = tokenizer::Tokenizer::load(dir);
+  std::multiset<std::string> got;
+  int64_t tokens = 0;
+  for (const auto& split : {"train", "val"}) {
+    std::vector<uint32_t> all;
+    for (const auto& path : find_shards(dir + "/out/demo", split)) {
+      const TokenShard shard = TokenShard::open(path);
+      for (int64_t i = 0; i < shard.size(); ++i) all.push_back(shard[i]);
+    }
+    tokens += static_cast<int64_t>(all.size());
+    ASSERT_FALSE(all.empty());
+    ASSERT_EQ(all[0], 256u);
+    size_t start = 1;
+    for (size_t i = 1; i <= all.size(); ++i) {
+      if (i == all.size() || all[i] == 256) {
+        got.insert(tok.decode(std::span(all).subspan(start, i - start)));
+        start = i + 1;
+      }
+    }
+  }
+  EXPECT_EQ(tokens, sum.tokens_train + sum.tokens_val);
+  EXPECT_EQ(got, std::multiset<std::string>(docs.begin(), docs.end()));
+
+  const auto manifest = nlohmann::json::parse(std::ifstream(sum.manifest));
+  EXPECT_EQ(manifest["delimiter_id"], 256);
+  EXPECT_EQ(manifest["train"]["documents"], sum.documents_train);
+}
+
+TEST(DataPrepare, BadInputNamesFileAndLine) {
+  const std::string dir = testing::scratch_dir("prepare_bad");
+  write_byte_tokenizer(dir);
+  std::ofstream(dir + "/bad.jsonl") << "{\"text\": \"ok\"}\n{\"text\": 3}\n";
+  ThreadPool pool(1);
+  try {
+    prepare_data({.inputs = {dir + "/bad.jsonl"}, .tokenizer = dir, .out_dir = dir + "/out"}, pool);
+    ADD_FAILURE() << "accepted a non-string field";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(prepare_data({.inputs = {dir + "/missing.txt"}, .tokenizer = dir, .out_dir = dir + "/o"}, pool), IoError);
+  EXPECT_THROW(prepare_data({.inputs = {dir + "/bad.jsonl"}, .tokenizer = dir, .out_dir = dir + "/o", .delimiter = "<nope>"},
+                            pool),
+               InvalidArgument);
+}
+
+}  // namespace
+}  // namespace lathe::train

@@ -1,0 +1,86 @@
+// lathe data prepare: text / JSONL -> token shards (llm.c format) with a train/val split.
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "lathe/base/context.h"
+#include "lathe/train/data_prepare.h"
+#include "progress.h"
+
+namespace lathe::cli {
+
+namespace {
+
+std::string human(double x) {
+  char buf[32];
+  if (x >= 1e9) std::snprintf(buf, sizeof(buf), "%.2fG", x / 1e9);
+  else if (x >= 1e6) std::snprintf(buf, sizeof(buf), "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof(buf), "%.1fk", x / 1e3);
+  else std::snprintf(buf, sizeof(buf), "%.0f", x);
+  return buf;
+}
+
+int cmd_data_prepare(int argc, char** argv) {
+  Args a = Args::parse(argc, argv, 3, {"--help"});
+  if (a.has("--help") || a.positional.empty() || !a.has("--tokenizer") || !a.has("--out")) {
+    std::fputs(
+        "usage: lathe data prepare INPUT... --tokenizer TOKENIZER --out DIR [options]\n"
+        "Tokenizes text files or JSONL into llm.c-format token shards DIR/<name>_{train,val}_NNNNNN.bin and\n"
+        "writes DIR/<name>.json with the counts. Every document is written as <delimiter> + its tokens.\n"
+        "  INPUT                 .jsonl/.json/.ndjson (one JSON object per line) or plain text files\n"
+        "  --tokenizer PATH      tokenizer.json, or a folder holding one (a model folder works)\n"
+        "  --out DIR             output folder (created)\n"
+        "  --name NAME           shard name prefix (default: data)\n"
+        "  --field NAME          JSONL field holding the text (default: text)\n"
+        "  --text-split MODE     plain text documents: line (default), paragraph or file\n"
+        "  --val-fraction F      share of documents held out for validation (default: 0.01)\n"
+        "  --shard-tokens N      tokens per shard (default: 100000000)\n"
+        "  --delimiter TOKEN     token opening each document (default: the tokenizer's BOS, else EOS)\n"
+        "  --seed S              seed of the train/val split (default: 0)\n"
+        "  --threads N           tokenizer threads (default: all cores)\n",
+        stderr);
+    return a.has("--help") ? 0 : 2;
+  }
+  a.check_known({"--help", "--tokenizer", "--out", "--name", "--field", "--text-split", "--val-fraction",
+                 "--shard-tokens", "--delimiter", "--seed", "--threads"},
+                "data prepare");
+  train::PrepareOptions opts;
+  opts.inputs = a.positional;
+  opts.tokenizer = a.str("--tokenizer", "");
+  opts.out_dir = a.str("--out", "");
+  opts.name = a.str("--name", "data");
+  opts.field = a.str("--field", "text");
+  opts.text_split = a.str("--text-split", "line");
+  opts.val_fraction = a.num("--val-fraction", 0.01);
+  opts.shard_tokens = a.integer("--shard-tokens", 100'000'000);
+  opts.delimiter = a.str("--delimiter", "");
+  opts.seed = static_cast<uint64_t>(a.integer("--seed", 0));
+  Progress progress;
+  opts.progress = [&](const train::PrepareProgress& p) {
+    const double secs = progress.elapsed();
+    progress.update(p.bytes_total ? double(p.bytes_done) / double(p.bytes_total) : 1.0,
+                    human(double(p.documents)) + " docs, " + human(double(p.tokens)) + " tokens, " +
+                        human(p.bytes_done / (secs > 0 ? secs : 1)) + "B/s");
+  };
+  Context ctx(static_cast<int>(a.integer("--threads", 0)));
+  const train::PrepareSummary s = train::prepare_data(opts, ctx.pool);
+  progress.finish();
+  std::printf("documents: %lld train, %lld val\n", (long long)s.documents_train, (long long)s.documents_val);
+  std::printf("tokens:    %lld train, %lld val (%d bytes each, delimiter %s = %d)\n", (long long)s.tokens_train,
+              (long long)s.tokens_val, s.width, s.delimiter.c_str(), s.delimiter_id);
+  std::printf("shards:    %zu train, %zu val in %s (%.1f s)\n", s.train_shards.size(), s.val_shards.size(),
+              opts.out_dir.c_str(), progress.elapsed());
+  std::printf("manifest:  %s\n", s.manifest.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int cmd_data(int argc, char** argv) {
+  const std::string sub = argc > 2 ? argv[2] : "";
+  if (sub == "prepare") return cmd_data_prepare(argc, argv);
+  std::fputs("usage: lathe data prepare INPUT... --tokenizer TOKENIZER --out DIR [options]  (see --help)\n", stderr);
+  return sub == "--help" || sub == "-h" ? 0 : 2;
+}
+
+}  // namespace lathe::cli
