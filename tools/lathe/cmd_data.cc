@@ -9,6 +9,8 @@
 
 namespace lathe::cli {
 
+int cmd_data_synth(int argc, char** argv);  // world_corpus.cc
+
 namespace {
 
 std::string human(double x) {
@@ -79,7 +81,12 @@ int cmd_data_prepare(int argc, char** argv) {
 int cmd_data(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "prepare") return cmd_data_prepare(argc, argv);
-  std::fputs("usage: lathe data prepare INPUT... --tokenizer TOKENIZER --out DIR [options]  (see --help)\n", stderr);
+  if (sub == "synth") return cmd_data_synth(argc, argv);
+  std::fputs(
+      "usage: lathe data prepare INPUT... --tokenizer TOKENIZER --out DIR [options]\n"
+      "       lathe data synth --out DIR [--documents N] [--seed S]\n"
+      "(each with --help)\n",
+      stderr);
   return sub == "--help" || sub == "-h" ? 0 : 2;
 }
 

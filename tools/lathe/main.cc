@@ -13,6 +13,8 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_data(int argc, char** argv);
+int cmd_pretrain(int argc, char** argv);
+int cmd_plot(int argc, char** argv);
 }  // namespace lathe::cli
 
 namespace {
@@ -33,6 +35,9 @@ void usage() {
       "                                      JSON lines {\"ids\"} -> {\"text\"}\n"
       "  data prepare INPUT... --tokenizer T --out DIR\n"
       "                                      text / JSONL -> llm.c-format token shards with a val split\n"
+      "  pretrain RECIPE.yaml [key=value ...] [--resume]\n"
+      "                                      pre-train as the recipe says (progress, checkpoints, samples)\n"
+      "  plot RUN_DIR [--out FILE.svg]       loss and learning-rate curves of a run\n"
       "  chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
       "                                      render {\"messages\", \"tools\", ...} with the model's chat template\n"
       "\n"
@@ -55,6 +60,8 @@ int main(int argc, char** argv) {
     if (cmd == "detokenize") return lathe::cli::cmd_detokenize(argc, argv);
     if (cmd == "chat-template") return lathe::cli::cmd_chat_template(argc, argv);
     if (cmd == "data") return lathe::cli::cmd_data(argc, argv);
+    if (cmd == "pretrain") return lathe::cli::cmd_pretrain(argc, argv);
+    if (cmd == "plot") return lathe::cli::cmd_plot(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

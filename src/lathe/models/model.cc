@@ -95,6 +95,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     // Widen what the kernels only take in f32: 1-D tensors, f16 and stacked experts (copied anyway).
     if (opts.force_f32 || src.dtype() == DType::kF16 || src.dim() == 1 || m->cfg_.n_experts > 0)
       src = src.to(DType::kF32);
+    if (opts.writable && src.storage()->read_only) src = src.clone();
     try {
       b.load(src);
     } catch (const InvalidArgument& e) {
@@ -216,6 +217,18 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   o.ignore_index = -100;
   o.final_softcap = cfg_.final_softcap;
   return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, labels, o);
+}
+
+Tensor Model::loss(const Tensor& inputs, const Tensor& targets) {
+  LATHE_CHECK_ARG(inputs.dim() == 2 && targets.shape() == inputs.shape() && targets.dtype() == DType::kI32,
+                  "[loss] inputs and targets must both be [B, T] (targets int32), got ", shape_str(inputs.shape()),
+                  " and ", shape_str(targets.shape()));
+  const int64_t B = inputs.size(0), T = inputs.size(1);
+  Tensor h = decoder_hidden(cfg_, w_, inputs, nullptr);  // [B, T, C]
+  LinearCrossEntropyOptions o;
+  o.ignore_index = -100;
+  o.final_softcap = cfg_.final_softcap;
+  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, targets.contiguous().view({B * T}), o);
 }
 
 KvCache Model::make_cache(int64_t max_tokens) const {

@@ -17,6 +17,9 @@ struct LoadOptions {
   // weights keep their stored dtype (f32 or bf16, used in place from the memory map; f16 is widened to
   // f32) and 1-D tensors (norms, biases) are widened to f32.
   bool force_f32 = false;
+  // Copy every weight into owned memory instead of using the read-only map in place (training updates
+  // weights in place).
+  bool writable = false;
 };
 
 class Model {
@@ -51,6 +54,8 @@ class Model {
   // Mean next-token cross-entropy over all B*(T-1) shifted positions (labels = ids), fused with the
   // head so no [N, V] probability tensor is kept -> [1].
   Tensor next_token_loss(const Tensor& ids);
+  // Mean cross-entropy of predicting targets [B, T] (int32; -100 = ignored) from inputs [B, T] -> [1].
+  Tensor loss(const Tensor& inputs, const Tensor& targets);
   // Incremental forward with a KV cache (no autograd): ids [1, S] at positions cache.length()... ->
   // logits of the last position [V].
   Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache);

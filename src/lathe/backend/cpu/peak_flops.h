@@ -1,0 +1,13 @@
+// The machine's measured fp32 FMA peak, the denominator of MFU (PERF.md: "% of measured peak"): every
+// worker runs independent chains of vector FMAs for a short time. bench/peak_fma.cc is the stand-alone
+// version used by the benchmark scripts.
+#pragma once
+
+#include "lathe/base/thread_pool.h"
+
+namespace lathe::cpu {
+
+// GFLOP/s of fp32 FMAs on all the pool's workers, measured for about `seconds`.
+double measure_fma_peak_gflops(const ThreadPool& pool, double seconds = 0.2);
+
+}  // namespace lathe::cpu

@@ -1,0 +1,69 @@
+// Training recipes: YAML files (DESIGN.md "configuration is data") with key=value overrides, resolved
+// into one typed TrainConfig. Every key is checked: an unknown key or a value of the wrong type is an
+// error naming the key (a typo must not silently train with a default). The resolved recipe is saved
+// with every run (TrainConfig::resolved). Format reference: docs/recipes.md.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lathe/train/adamw.h"
+#include "lathe/train/lr_schedule.h"
+
+namespace lathe::train {
+
+struct TrainConfig {
+  // run
+  std::string run_dir = "runs/run";
+  uint64_t seed = 0;  // initial weights and data order
+  int threads = 0;    // 0: all cores (or LATHE_NUM_THREADS)
+  int64_t log_every = 1;
+
+  // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
+  std::string model_base;
+  nlohmann::json model_config;
+
+  // data
+  std::string train_data, val_data;  // shard folders or name prefixes (lathe data prepare --out/--name)
+  int64_t seq_len = 0;               // T
+  int64_t batch_size = 0;            // sequences per micro-batch, summed over ranks
+  int64_t grad_accum = 1;            // micro-batches per optimizer step
+  bool shuffle = true;
+
+  // optimizer and schedule (schedule.total_steps = steps)
+  AdamWConfig adamw;
+  double grad_clip = 1.0;            // global-norm clip (0: off)
+  bool decay_embeddings = false;     // weight decay on embeddings (norms and biases never decay)
+  int64_t steps = 0;
+  LrSchedule schedule;
+
+  // evaluation
+  int64_t eval_every = 0;     // 0: only at the end
+  int64_t eval_batches = 8;   // validation batches of batch_size sequences, always the same ones
+  double target_val_loss = 0; // > 0: the run reports whether the final val loss reached it
+
+  // checkpoints
+  int64_t checkpoint_every = 0;  // 0: only at the end
+  int keep_checkpoints = 3;
+
+  // samples printed at the end (needs the tokenizer named by the data manifest)
+  std::vector<std::string> sample_prompts;
+  int64_t sample_tokens = 32;
+
+  nlohmann::json resolved;  // the whole recipe after overrides, as saved in the run folder
+};
+
+// Reads a recipe file and applies overrides ("optimizer.lr=1e-3", "model.config.num_hidden_layers=4").
+// A recipe may name a parent with `base_recipe: other.yaml` (relative to itself); its keys are defaults.
+TrainConfig load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text (tests).
+TrainConfig parse_recipe(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                         const std::string& where = "recipe");
+
+// YAML text -> JSON value (scalars typed as YAML 1.2 core: int, float, bool, null, else string).
+nlohmann::json yaml_to_json(const std::string& yaml_text, const std::string& where);
+std::string json_to_yaml(const nlohmann::json& j);
+
+}  // namespace lathe::train

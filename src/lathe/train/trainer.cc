@@ -1,0 +1,283 @@
+#include "lathe/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "lathe/autograd/node.h"
+#include "lathe/backend/cpu/peak_flops.h"
+#include "lathe/base/context.h"
+#include "lathe/base/error.h"
+#include "lathe/base/rng.h"
+#include "lathe/io/mapped_file.h"
+#include "lathe/models/model.h"
+#include "lathe/ops/elementwise.h"
+#include "lathe/train/checkpoint.h"
+#include "lathe/train/data_loader.h"
+
+namespace lathe::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> Trainer::stop_requested_{false};
+
+void Trainer::request_stop() { stop_requested_.store(true, std::memory_order_relaxed); }
+
+struct Trainer::State {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<AdamW> opt;
+  std::unique_ptr<DataLoader> train, val;
+  int64_t n_matmul = 0;
+  double peak_gflops = 0;
+  std::ofstream metrics;
+};
+
+Trainer::Trainer(TrainConfig cfg, TrainerHooks hooks) : cfg_(std::move(cfg)), hooks_(std::move(hooks)) {}
+Trainer::~Trainer() = default;
+
+double Trainer::flops_per_token(const ModelConfig& cfg, int64_t n_matmul, int64_t T) {
+  double attn = 0;
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const int window = l < static_cast<int64_t>(cfg.layers.size()) ? cfg.layers[l].window : 0;
+    double k_mean = 0;  // mean keys visible per query: mean_i min(i + 1, W)
+    for (int64_t i = 0; i < T; ++i) k_mean += static_cast<double>(window > 0 ? std::min<int64_t>(i + 1, window) : i + 1);
+    k_mean /= static_cast<double>(T);
+    attn += 12.0 * static_cast<double>(cfg.q_dim()) * k_mean;
+  }
+  return 6.0 * static_cast<double>(n_matmul) + attn;
+}
+
+namespace {
+
+// Hash of the recipe keys that define the trajectory (not its length, logging or checkpoint cadence), so a
+// resume with, e.g., more steps is accepted and one with another learning rate is flagged.
+std::string trajectory_hash(json recipe) {
+  for (const char* k : {"run", "eval", "checkpoint", "samples"}) recipe.erase(k);
+  if (recipe.contains("schedule")) recipe["schedule"].erase("steps");
+  return std::to_string(hash_name(recipe.dump()));
+}
+
+// Parameter names for the optimizer state: the checkpoint name of the binding ("#i" for one part of a
+// fused tensor, e.g. GPT-2's c_attn).
+std::vector<OptimParam> optim_params(Model& m, bool decay_embeddings) {
+  std::vector<OptimParam> out;
+  std::set<TensorImpl*> seen;
+  const TensorImpl* embed = m.weights().embed.impl();
+  const TensorImpl* pos = m.weights().pos_embed.defined() ? m.weights().pos_embed.impl() : nullptr;
+  for (const TensorBinding& b : m.bindings()) {
+    for (size_t i = 0; i < b.slots.size(); ++i) {
+      Tensor* t = b.slots[i];
+      if (!t->defined() || !seen.insert(t->impl()).second) continue;
+      const bool is_embedding = t->impl() == embed || t->impl() == pos;
+      const bool decay = t->dim() >= 2 && (decay_embeddings || !is_embedding);
+      out.push_back({b.slots.size() == 1 ? b.name : b.name + "#" + std::to_string(i), *t, decay});
+    }
+  }
+  return out;
+}
+
+// Parameters that take part in matmuls (MFU): matrices, minus lookup-only embeddings; the tied head
+// counts once; for MoE only the routed fraction of the experts.
+int64_t matmul_params(Model& m) {
+  const auto& w = m.weights();
+  const auto& c = m.config();
+  int64_t n = 0;
+  std::set<TensorImpl*> seen;
+  for (Tensor* t : m.parameters()) {
+    if (t->dim() < 2 || !seen.insert(t->impl()).second) continue;
+    if (t->impl() == w.pos_embed.impl()) continue;
+    if (t->impl() == w.embed.impl() && !c.tie_embeddings) continue;  // lookup only; the head is separate
+    if (t->dim() == 3 && c.n_experts > 0) {
+      n += t->numel() * c.top_k / c.n_experts;
+      continue;
+    }
+    n += t->numel();
+  }
+  return n;
+}
+
+Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, x);
+  return buf;
+}
+
+}  // namespace
+
+TrainResult Trainer::run(bool resume) {
+  stop_requested_.store(false);
+  st_ = std::make_unique<State>();
+  State& s = *st_;
+  const auto say = [&](const std::string& m) {
+    if (hooks_.on_message) hooks_.on_message(m);
+  };
+  s.ctx = std::make_unique<Context>(cfg_.threads);
+  ContextScope scope(*s.ctx);
+  const ThreadPool& pool = s.ctx->pool;
+  fs::create_directories(cfg_.run_dir);
+  const std::string hash = trajectory_hash(cfg_.resolved);
+
+  // --- model and optimizer (from the newest checkpoint when resuming) -------------------------------
+  std::optional<std::string> ckpt;
+  if (resume) ckpt = latest_checkpoint(cfg_.run_dir);
+  if (ckpt) {
+    s.model = Model::load(*ckpt, {.force_f32 = true, .writable = true});
+  } else if (!cfg_.model_base.empty()) {
+    s.model = Model::load(cfg_.model_base, {.force_f32 = true, .writable = true});
+  } else {
+    s.model = Model::create(cfg_.model_config.dump(2), cfg_.seed);
+  }
+  Model& model = *s.model;
+  LATHE_CHECK_ARG(cfg_.seq_len <= model.config().max_positions || model.config().max_positions <= 0, cfg_.run_dir,
+                  ": data.seq_len ", cfg_.seq_len, " exceeds the model's max_position_embeddings ",
+                  model.config().max_positions);
+  model.set_requires_grad(true);
+  s.opt = std::make_unique<AdamW>(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
+  TrainState state;
+  state.seed = cfg_.seed;
+  state.recipe_hash = hash;
+  if (ckpt) {
+    state = load_checkpoint_state(*ckpt, *s.opt);
+    if (state.recipe_hash != hash)
+      say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
+    say("resumed from " + *ckpt + " at step " + std::to_string(state.step));
+  } else if (resume) {
+    say("no checkpoint in " + cfg_.run_dir + ": starting from step 0");
+  }
+  s.n_matmul = matmul_params(model);
+  s.peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
+  const double flops_tok = flops_per_token(model.config(), s.n_matmul, cfg_.seq_len);
+
+  // --- data --------------------------------------------------------------------------------------------
+  const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
+  s.train = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train"),
+                                                           .seq_len = cfg_.seq_len,
+                                                           .seed = cfg_.seed,
+                                                           .shuffle = cfg_.shuffle,
+                                                           .vocab_limit = vocab});
+  s.train->seek(state.data_cursor);
+  if (!cfg_.val_data.empty())
+    s.val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val"),
+                                                           .seq_len = cfg_.seq_len,
+                                                           .shuffle = false,
+                                                           .vocab_limit = vocab});
+
+  // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
+  write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
+  const fs::path metrics_path = fs::path(cfg_.run_dir) / "metrics.jsonl";
+  {
+    std::string kept;
+    if (state.step > 0 && fs::exists(metrics_path)) {
+      std::ifstream in(metrics_path);
+      std::string line;
+      while (std::getline(in, line)) {
+        try {
+          const json j = json::parse(line);
+          if (j.value("step", int64_t{0}) <= state.step) kept += line + "\n";
+        } catch (const json::exception&) {
+          break;  // a torn last line from a killed run
+        }
+      }
+    }
+    write_file_atomic(metrics_path.string(), kept);
+  }
+  s.metrics.open(metrics_path, std::ios::app);
+  if (state.step == 0)
+    s.metrics << json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", s.n_matmul},
+                      {"flops_per_token", flops_tok}, {"peak_gflops", s.peak_gflops}, {"threads", pool.n_threads()}}
+                     .dump()
+              << "\n"
+              << std::flush;
+
+  const int64_t B = cfg_.batch_size, T = cfg_.seq_len;
+  const auto evaluate = [&](int64_t step) -> double {
+    if (!s.val) return -1;
+    NoGradGuard no_grad;
+    double sum = 0;
+    const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, s.val->samples_per_epoch() / B));
+    for (int64_t i = 0; i < n; ++i) {
+      const Batch b = s.val->batch_at((i * B) % s.val->samples_per_epoch(), B);
+      sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T)).item();
+    }
+    const double v = sum / static_cast<double>(n);
+    s.metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
+    if (hooks_.on_eval) hooks_.on_eval({step, v});
+    return v;
+  };
+  const auto checkpoint = [&](int64_t step) {
+    state.step = step;
+    state.data_cursor = s.train->cursor();
+    const std::string dir = save_checkpoint(cfg_.run_dir, model, *s.opt, state, cfg_.keep_checkpoints);
+    say("checkpoint " + dir);
+    return dir;
+  };
+
+  TrainResult result;
+  const auto t_start = Clock::now();
+  double loss = 0;
+  int64_t step = state.step;
+  while (step < cfg_.steps) {
+    const auto t0 = Clock::now();
+    loss = 0;
+    for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
+      const Batch b = s.train->next(B);
+      Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T));
+      loss += static_cast<double>(l.item());
+      // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
+      backward(cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum)));
+    }
+    loss /= static_cast<double>(cfg_.grad_accum);
+    LATHE_CHECK_ARG(std::isfinite(loss), "training diverged: loss ", loss, " at step ", step + 1,
+                    " (lower optimizer.lr or raise schedule.warmup_steps)");
+    const double gnorm = global_grad_norm(s.opt->params(), pool);
+    const float clip = cfg_.grad_clip > 0 && gnorm > cfg_.grad_clip ? static_cast<float>(cfg_.grad_clip / gnorm) : 1.f;
+    const double lr = cfg_.schedule.at(step);
+    s.opt->step(lr, clip, pool);
+    model.zero_grad();
+    ++step;
+
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    StepReport r;
+    r.step = step;
+    r.steps = cfg_.steps;
+    r.loss = loss;
+    r.lr = lr;
+    r.grad_norm = gnorm;
+    r.tokens_per_s = static_cast<double>(B * T * cfg_.grad_accum) / dt;
+    r.mfu = r.tokens_per_s * flops_tok / (s.peak_gflops * 1e9);
+    r.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+    if (step % cfg_.log_every == 0 || step == cfg_.steps) {
+      // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.
+      s.metrics << "{\"step\":" << step << ",\"loss\":" << fmt("%.9g", loss) << ",\"lr\":" << fmt("%.9g", lr)
+                << ",\"grad_norm\":" << fmt("%.6g", gnorm) << ",\"tokens_per_s\":" << fmt("%.1f", r.tokens_per_s)
+                << ",\"mfu\":" << fmt("%.4f", r.mfu) << ",\"elapsed_s\":" << fmt("%.2f", r.elapsed_s) << "}\n"
+                << std::flush;
+    }
+    if (hooks_.on_step) hooks_.on_step(r);
+    if (cfg_.eval_every > 0 && step % cfg_.eval_every == 0 && step < cfg_.steps) evaluate(step);
+    if (stop_requested_.load(std::memory_order_relaxed)) {
+      result.last_checkpoint = checkpoint(step);
+      result.stopped_early = true;
+      break;
+    }
+    if (cfg_.checkpoint_every > 0 && step % cfg_.checkpoint_every == 0 && step < cfg_.steps)
+      result.last_checkpoint = checkpoint(step);
+  }
+  result.steps_done = step;
+  result.final_loss = loss;
+  if (!result.stopped_early) {
+    result.final_val_loss = evaluate(step);
+    result.last_checkpoint = checkpoint(step);
+  }
+  return result;
+}
+
+}  // namespace lathe::train

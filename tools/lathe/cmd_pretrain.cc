@@ -1,0 +1,154 @@
+// lathe pretrain RECIPE.yaml [key=value ...] [--resume]: the pre-training loop with a progress bar,
+// metrics in <run>/metrics.jsonl, checkpoints, a loss curve and generated samples at the end.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "args.h"
+#include "lathe/infer/generate.h"
+#include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/train/data_loader.h"
+#include "lathe/train/trainer.h"
+#include "plot.h"
+#include "progress.h"
+
+namespace lathe::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+extern "C" void on_stop_signal(int) { train::Trainer::request_stop(); }
+
+std::string num(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, x);
+  return buf;
+}
+
+std::string duration(double s) {
+  if (s < 0 || !std::isfinite(s)) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
+
+// The tokenizer recorded by `lathe data prepare` in the manifest next to the shards (for samples).
+std::string tokenizer_of(const std::string& train_data) {
+  const auto shards = train::find_shards(train_data, "train");
+  const std::string name = fs::path(shards[0]).filename().string();
+  const std::string prefix = name.substr(0, name.find("_train_"));
+  const fs::path manifest = fs::path(shards[0]).parent_path() / (prefix + ".json");
+  if (!fs::exists(manifest)) return "";
+  try {
+    std::ifstream in(manifest);
+    return nlohmann::json::parse(in).value("tokenizer", "");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+int cmd_pretrain(int argc, char** argv) {
+  Args a = Args::parse(argc, argv, 2, {"--help", "--resume", "--no-samples"});
+  std::vector<std::string> overrides;
+  std::string recipe;
+  for (const auto& p : a.positional) {
+    if (p.find('=') != std::string::npos) overrides.push_back(p);
+    else if (recipe.empty()) recipe = p;
+    else throw InvalidArgument(str_cat("pretrain: more than one recipe given ('", recipe, "' and '", p, "')"));
+  }
+  if (a.has("--help") || recipe.empty()) {
+    std::fputs(
+        "usage: lathe pretrain RECIPE.yaml [key=value ...] [--resume] [--no-samples]\n"
+        "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
+        "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2.\n"
+        "  --resume       continue from the newest complete checkpoint in run.dir (fresh start if none)\n"
+        "  --no-samples   skip the generated samples at the end\n"
+        "SIGINT / SIGTERM stop after the current step and write a checkpoint; --resume continues exactly.\n"
+        "Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/}.\n",
+        stderr);
+    return a.has("--help") ? 0 : 2;
+  }
+  a.check_known({"--help", "--resume", "--no-samples"}, "pretrain");
+  train::TrainConfig cfg = train::load_recipe(recipe, overrides);
+
+  Progress progress(5.0);
+  double last_val = -1;
+  train::TrainerHooks hooks;
+  hooks.on_message = [&](const std::string& m) { progress.println(m); };
+  hooks.on_eval = [&](const train::EvalReport& e) {
+    last_val = e.val_loss;
+    progress.println("step " + std::to_string(e.step) + ": val loss " + num("%.4f", e.val_loss));
+  };
+  hooks.on_step = [&](const train::StepReport& r) {
+    const double eta = r.elapsed_s / static_cast<double>(r.step) * static_cast<double>(r.steps - r.step);
+    std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(r.steps) + " loss " +
+                       num("%.4f", r.loss) + " lr " + num("%.2e", r.lr) + " gnorm " + num("%.2f", r.grad_norm) +
+                       " " + num("%.0f", r.tokens_per_s) + " tok/s MFU " + num("%.1f%%", 100 * r.mfu) + " ETA " +
+                       duration(eta);
+    if (last_val >= 0) line += " val " + num("%.3f", last_val);
+    progress.update(static_cast<double>(r.step) / static_cast<double>(r.steps), line, r.step == r.steps);
+  };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
+  std::printf("lathe pretrain %s -> %s\n", recipe.c_str(), cfg.run_dir.c_str());
+  std::fflush(stdout);
+  train::Trainer trainer(cfg, hooks);
+  const train::TrainResult res = trainer.run(a.has("--resume"));
+  progress.finish();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+
+  const std::string svg = (fs::path(cfg.run_dir) / "loss.svg").string();
+  write_training_plot(cfg.run_dir, svg);
+  if (res.stopped_early) {
+    std::printf("stopped at step %lld; checkpoint %s (continue with --resume)\n", (long long)res.steps_done,
+                res.last_checkpoint.c_str());
+    return 130;
+  }
+  std::printf("done: %lld steps in %s, final train loss %.4f", (long long)res.steps_done,
+              duration(progress.elapsed()).c_str(), res.final_loss);
+  if (res.final_val_loss >= 0) std::printf(", val loss %.4f", res.final_val_loss);
+  std::printf("\ncheckpoint: %s\nloss curve: %s\n", res.last_checkpoint.c_str(), svg.c_str());
+  int rc = 0;
+  if (cfg.target_val_loss > 0 && res.final_val_loss >= 0) {
+    const bool ok = res.final_val_loss <= cfg.target_val_loss;
+    std::printf("target val loss %.3f: %s\n", cfg.target_val_loss, ok ? "reached" : "NOT reached");
+    if (!ok) rc = 3;
+  }
+
+  if (!a.has("--no-samples") && !cfg.sample_prompts.empty()) {
+    const std::string tok_path = tokenizer_of(cfg.train_data);
+    if (tok_path.empty()) {
+      std::printf("samples: skipped (no tokenizer recorded next to the training shards)\n");
+    } else {
+      const auto tok = tokenizer::Tokenizer::load(tok_path);
+      auto model = Model::load(res.last_checkpoint);
+      std::printf("samples (greedy):\n");
+      for (const auto& prompt : cfg.sample_prompts) {
+        std::vector<int32_t> ids;
+        if (tok.special_tokens().bos_id) ids.push_back(static_cast<int32_t>(*tok.special_tokens().bos_id));
+        else if (tok.special_tokens().eos_id) ids.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+        for (uint32_t id : tok.encode_ids(prompt, false)) ids.push_back(static_cast<int32_t>(id));
+        GenerateOptions o;
+        o.max_new_tokens = static_cast<int>(cfg.sample_tokens);
+        if (tok.special_tokens().eos_id) o.stop_token_ids.push_back(static_cast<int>(*tok.special_tokens().eos_id));
+        if (tok.special_tokens().bos_id) o.stop_token_ids.push_back(static_cast<int>(*tok.special_tokens().bos_id));
+        const GenerateResult g = generate(*model, ids, o);
+        std::vector<uint32_t> out(g.tokens.begin() + g.n_prompt, g.tokens.end());
+        std::printf("  %s|%s\n", prompt.c_str(), tok.decode(out, true).c_str());
+      }
+    }
+  }
+  return rc;
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,172 @@
+// lathe data synth: the quickstart's corpus, generated (license-clean, reproducible from a seed). It
+// describes one small "world" the post-training recipes reuse: people logging meals with calorie counts
+// from one fixed food table, arithmetic, and capitals of real countries. Also writes a byte-level
+// tokenizer (256 byte tokens + special tokens) so the quickstart needs no download.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "lathe/base/rng.h"
+#include "lathe/io/mapped_file.h"
+#include "lathe/io/tokenizer/unicode.h"
+
+namespace lathe::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Food {
+  const char* name;    // singular, with its unit
+  const char* plural;
+  int calories;        // per unit: the world's one fact table
+};
+const Food kFoods[] = {
+    {"egg", "eggs", 78},          {"slice of toast", "slices of toast", 80}, {"banana", "bananas", 105},
+    {"apple", "apples", 95},      {"cup of rice", "cups of rice", 205},     {"bowl of oatmeal", "bowls of oatmeal", 150},
+    {"glass of milk", "glasses of milk", 120}, {"cup of coffee", "cups of coffee", 2}, {"orange", "oranges", 62},
+    {"yogurt", "yogurts", 100},   {"slice of pizza", "slices of pizza", 285}, {"chicken breast", "chicken breasts", 165},
+    {"carrot", "carrots", 25},    {"cookie", "cookies", 50},                {"bagel", "bagels", 245},
+    {"cup of soup", "cups of soup", 90}};
+const char* kPeople[] = {"Maya", "Leo", "Ana", "Tom", "Priya", "Sam", "Noor", "Ivan", "Chen", "Lucia", "Omar", "Kate"};
+const char* kDays[] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
+const char* kMeals[] = {"breakfast", "lunch", "dinner", "a snack"};
+const char* kNumbers[] = {"zero", "one", "two", "three", "four", "five"};
+const std::pair<const char*, const char*> kCapitals[] = {
+    {"France", "Paris"},       {"Germany", "Berlin"},    {"Italy", "Rome"},         {"Spain", "Madrid"},
+    {"Portugal", "Lisbon"},    {"Japan", "Tokyo"},       {"China", "Beijing"},      {"India", "New Delhi"},
+    {"Canada", "Ottawa"},      {"Mexico", "Mexico City"}, {"Brazil", "Brasilia"},   {"Argentina", "Buenos Aires"},
+    {"Egypt", "Cairo"},        {"Kenya", "Nairobi"},     {"Nigeria", "Abuja"},      {"Australia", "Canberra"},
+    {"Russia", "Moscow"},      {"Poland", "Warsaw"},     {"Sweden", "Stockholm"},   {"Norway", "Oslo"},
+    {"Greece", "Athens"},      {"Turkey", "Ankara"},     {"Peru", "Lima"},          {"Chile", "Santiago"},
+    {"Thailand", "Bangkok"},   {"Vietnam", "Hanoi"},     {"Ireland", "Dublin"},     {"Austria", "Vienna"}};
+
+template <class T, size_t N>
+const T& pick(CounterRng& rng, const T (&arr)[N]) {
+  return arr[rng.next_below(N)];
+}
+
+// "On Tuesday, Leo had two eggs and a banana for breakfast. That is 261 calories."
+std::string food_log(CounterRng& rng) {
+  const char* who = pick(rng, kPeople);
+  const char* day = pick(rng, kDays);
+  const char* meal = pick(rng, kMeals);
+  const int n_items = 1 + static_cast<int>(rng.next_below(3));
+  std::string items;
+  int total = 0;
+  for (int i = 0; i < n_items; ++i) {
+    const Food& f = pick(rng, kFoods);
+    const int count = 1 + static_cast<int>(rng.next_below(3));
+    total += count * f.calories;
+    const std::string item = count == 1 ? (std::string("aeiou").find(f.name[0]) != std::string::npos ? "an " : "a ") +
+                                              std::string(f.name)
+                                        : std::string(kNumbers[count]) + " " + f.plural;
+    items += (i == 0 ? "" : i + 1 == n_items ? " and " : ", ") + item;
+  }
+  return std::string("On ") + day + ", " + who + " had " + items + " for " + meal + ". That is " +
+         std::to_string(total) + " calories.";
+}
+
+std::string food_fact(CounterRng& rng) {
+  const Food& f = pick(rng, kFoods);
+  return std::string("One ") + f.name + " has " + std::to_string(f.calories) + " calories.";
+}
+
+std::string arithmetic(CounterRng& rng) {
+  const int a = static_cast<int>(rng.next_below(50)), b = static_cast<int>(rng.next_below(50));
+  switch (rng.next_below(3)) {
+    case 0:
+      return std::to_string(a) + " + " + std::to_string(b) + " = " + std::to_string(a + b) + ".";
+    case 1:
+      return std::to_string(a + b) + " - " + std::to_string(b) + " = " + std::to_string(a) + ".";
+    default: {
+      const int x = static_cast<int>(rng.next_below(13)), y = static_cast<int>(rng.next_below(13));
+      return "What is " + std::to_string(x) + " times " + std::to_string(y) + "? It is " + std::to_string(x * y) + ".";
+    }
+  }
+}
+
+std::string capital(CounterRng& rng) {
+  const auto& [country, city] = pick(rng, kCapitals);
+  return rng.next_below(2) ? std::string("The capital of ") + country + " is " + city + "."
+                           : std::string(city) + " is the capital of " + country + ".";
+}
+
+// A document: 2-5 sentences of one kind (food documents mix logs and facts).
+std::string document(CounterRng& rng) {
+  const int kind = static_cast<int>(rng.next_below(4));
+  const int n = 2 + static_cast<int>(rng.next_below(4));
+  std::string doc;
+  for (int i = 0; i < n; ++i) {
+    std::string s = kind == 0 ? food_log(rng) : kind == 1 ? (rng.next_below(2) ? food_fact(rng) : food_log(rng))
+                  : kind == 2 ? arithmetic(rng)
+                              : capital(rng);
+    doc += (i ? " " : "") + s;
+  }
+  return doc;
+}
+
+// 256 byte-level tokens, then the special tokens. A chat template (ChatML) is included for the
+// post-training recipes that fine-tune on the same world.
+void write_byte_tokenizer(const fs::path& dir) {
+  fs::create_directories(dir);
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[tokenizer::ByteLevelTable::get().byte_to_utf8[b]] = b;
+  json added = json::array();
+  const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  for (int i = 0; i < 3; ++i)
+    added.push_back({{"id", 256 + i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
+                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const json tok = {{"version", "1.0"},
+                    {"added_tokens", added},
+                    {"normalizer", nullptr},
+                    {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+                    {"post_processor", nullptr},
+                    {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+                    {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
+  write_file_atomic((dir / "tokenizer.json").string(), tok.dump(1) + "\n");
+  const json cfg = {
+      {"bos_token", "<|endoftext|>"},
+      {"eos_token", "<|im_end|>"},
+      {"pad_token", "<|endoftext|>"},
+      {"model_max_length", 1024},
+      {"chat_template",
+       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"}};
+  write_file_atomic((dir / "tokenizer_config.json").string(), cfg.dump(2) + "\n");
+}
+
+}  // namespace
+
+int cmd_data_synth(int argc, char** argv) {
+  Args a = Args::parse(argc, argv, 3, {"--help"});
+  if (a.has("--help") || !a.has("--out")) {
+    std::fputs(
+        "usage: lathe data synth --out DIR [--documents N] [--seed S]\n"
+        "Writes the quickstart world: DIR/world.jsonl ({\"text\"} per document: meal logs with calories, food\n"
+        "facts, arithmetic, capitals) and DIR/tokenizer/ (byte-level, with <|endoftext|>, <|im_start|>,\n"
+        "<|im_end|> and a ChatML chat template). Same seed, same files.\n",
+        stderr);
+    return a.has("--help") ? 0 : 2;
+  }
+  a.check_known({"--help", "--out", "--documents", "--seed"}, "data synth");
+  const fs::path out = a.str("--out", "");
+  const int64_t n = a.integer("--documents", 20000);
+  LATHE_CHECK_ARG(n > 0, "data synth: --documents must be positive");
+  fs::create_directories(out);
+  CounterRng rng{derive_key(static_cast<uint64_t>(a.integer("--seed", 0)), 0x776f726c64ull), 0};
+  std::string text;
+  for (int64_t i = 0; i < n; ++i) text += json{{"text", document(rng)}}.dump() + "\n";
+  write_file_atomic((out / "world.jsonl").string(), text);
+  write_byte_tokenizer(out / "tokenizer");
+  std::printf("%s: %lld documents, %.1f MB; tokenizer in %s\n", (out / "world.jsonl").c_str(), (long long)n,
+              text.size() / 1e6, (out / "tokenizer").c_str());
+  return 0;
+}
+
+}  // namespace lathe::cli
