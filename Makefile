@@ -16,7 +16,7 @@ BENCH_PACKAGES := python3 python3-torch python3-numpy libopenblas0-openmp clang
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup bench-setup build test demo asan fuzz bench clean
+.PHONY: setup bench-setup build test demo verify-fixtures asan fuzz bench clean
 
 setup:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -39,8 +39,20 @@ build: setup
 test: build
 	LATHE_TOKENIZERS=$(TOKENIZERS) ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# Verifies every fixture model against its Hugging Face reference, then generates from one.
+# The quickstart: generate the synthetic "world" corpus, tokenize it into shards, pre-train a small
+# model (recipes/quickstart.yaml) with a progress bar, then report val loss, the loss curve and samples.
+QUICKSTART_DATA ?= data/quickstart
 demo: build
+	@echo "== lathe data synth --out $(QUICKSTART_DATA)"
+	@$(LATHE) data synth --out $(QUICKSTART_DATA)
+	@echo "== lathe data prepare $(QUICKSTART_DATA)/world.jsonl"
+	@$(LATHE) data prepare $(QUICKSTART_DATA)/world.jsonl --tokenizer $(QUICKSTART_DATA)/tokenizer \
+	  --out $(QUICKSTART_DATA) --name world --val-fraction 0.02
+	@echo "== lathe pretrain recipes/quickstart.yaml"
+	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world
+
+# Verifies every fixture model against its Hugging Face reference, then generates from one.
+verify-fixtures: build
 	@for d in $(FIXTURES)/models/*/; do \
 	  echo "== lathe verify $$d"; \
 	  $(LATHE) verify $$d $$d/reference.safetensors || exit 1; \

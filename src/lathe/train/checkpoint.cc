@@ -87,7 +87,9 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
     throw;
   }
   // Prune: keep the newest `keep` complete checkpoints; also drop stale temporaries of dead processes.
+  // The initial weights (step 0, checkpoint.save_initial) are a reference point and never pruned.
   auto done = complete_checkpoints(root);
+  std::erase_if(done, [](const fs::path& p) { return p.filename() == step_name(0); });
   for (size_t i = 0; i + keep < done.size(); ++i) fs::remove_all(done[i]);
   for (const auto& e : fs::directory_iterator(root)) {
     const std::string name = e.path().filename().string();

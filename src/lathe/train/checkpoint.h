@@ -7,7 +7,7 @@
 //     DONE                             written last: a folder without it is incomplete and ignored
 // The folder is written under a temporary name, every file fsynced, then renamed into place and the
 // parent fsynced: a crash (even SIGKILL mid-write) leaves the previous checkpoints intact. Only the
-// newest `keep` complete checkpoints are kept.
+// newest `keep` complete checkpoints are kept (plus step 0, the initial weights, when it was saved).
 #pragma once
 
 #include <cstdint>

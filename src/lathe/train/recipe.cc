@@ -203,6 +203,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("eval.target_val_loss", c.target_val_loss);
   r.get("checkpoint.every", c.checkpoint_every);
   r.get("checkpoint.keep", c.keep_checkpoints);
+  r.get("checkpoint.save_initial", c.save_initial);
   json prompts;
   r.get_json("samples.prompts", prompts);
   if (!prompts.is_null()) {

@@ -47,6 +47,7 @@ struct TrainConfig {
   // checkpoints
   int64_t checkpoint_every = 0;  // 0: only at the end
   int keep_checkpoints = 3;
+  bool save_initial = false;     // also write step_00000000 (the initial weights) before training
 
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;

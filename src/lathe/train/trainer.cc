@@ -172,6 +172,7 @@ TrainResult Trainer::run(bool resume) {
 
   // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
   write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
+  write_file_atomic((fs::path(cfg_.run_dir) / "recipe.json").string(), cfg_.resolved.dump(2) + "\n");  // for scripts
   const fs::path metrics_path = fs::path(cfg_.run_dir) / "metrics.jsonl";
   {
     std::string kept;
@@ -221,6 +222,7 @@ TrainResult Trainer::run(bool resume) {
   };
 
   TrainResult result;
+  if (cfg_.save_initial && state.step == 0) checkpoint(0);
   const auto t_start = Clock::now();
   double loss = 0;
   int64_t step = state.step;
