@@ -6,12 +6,14 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/peak_flops.h"
 #include "lathe/base/context.h"
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/dist/communicator.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/models/model.h"
 #include "lathe/ops/elementwise.h"
@@ -102,6 +104,34 @@ int64_t matmul_params(Model& m) {
   return n;
 }
 
+// Averages every parameter's gradient over the ranks with one all-reduce of a flat buffer (one call
+// instead of one per tensor; a fixed layout, so the reduction is deterministic).
+void average_gradients(const std::vector<OptimParam>& params, dist::Communicator& comm, std::vector<float>& buf) {
+  int64_t total = 0;
+  for (const OptimParam& p : params) total += p.value.numel();
+  buf.resize(total);
+  int64_t off = 0;
+  for (const OptimParam& p : params) {
+    const Tensor g = p.value.grad();
+    if (g.defined()) std::copy(g.data<float>(), g.data<float>() + g.numel(), buf.data() + off);
+    else std::fill(buf.data() + off, buf.data() + off + p.value.numel(), 0.f);
+    off += p.value.numel();
+  }
+  comm.all_reduce_sum(buf.data(), total);
+  const float inv = 1.f / static_cast<float>(comm.size());
+  off = 0;
+  for (const OptimParam& p : params) {
+    Tensor g = p.value.grad();
+    if (!g.defined()) {
+      g = Tensor::zeros(p.value.shape());
+      p.value.impl()->grad = g;
+    }
+    float* d = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) d[i] = buf[off + i] * inv;
+    off += p.value.numel();
+  }
+}
+
 Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
 
 std::string fmt(const char* f, double x) {
@@ -117,12 +147,22 @@ TrainResult Trainer::run(bool resume) {
   st_ = std::make_unique<State>();
   State& s = *st_;
   const auto say = [&](const std::string& m) {
-    if (hooks_.on_message) hooks_.on_message(m);
+    if (hooks_.on_message && dist::world().rank() == 0) hooks_.on_message(m);
   };
-  s.ctx = std::make_unique<Context>(cfg_.threads);
+  // Data parallelism: under mpirun every rank runs this loop on its share of each global batch; the
+  // gradients are averaged across ranks before the (replicated, identical) optimizer step.
+  dist::Communicator& comm = dist::world();
+  const int rank = comm.rank(), world = comm.size();
+  const bool lead = rank == 0;  // writes the run folder, metrics and checkpoints
+  LATHE_CHECK_ARG(cfg_.batch_size % world == 0, "data.batch_size ", cfg_.batch_size, " must be a multiple of the ",
+                  world, " ranks (every rank trains on the same number of sequences)");
+  int threads = cfg_.threads;
+  if (threads == 0 && comm.local_size() > 1)  // share the machine's cores between its ranks
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm.local_size());
+  s.ctx = std::make_unique<Context>(threads);
   ContextScope scope(*s.ctx);
   const ThreadPool& pool = s.ctx->pool;
-  fs::create_directories(cfg_.run_dir);
+  if (lead) fs::create_directories(cfg_.run_dir);
   const std::string hash = trajectory_hash(cfg_.resolved);
 
   // --- model and optimizer (from the newest checkpoint when resuming) -------------------------------
@@ -154,6 +194,7 @@ TrainResult Trainer::run(bool resume) {
   }
   s.n_matmul = matmul_params(model);
   s.peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
+  comm.all_reduce_sum(&s.peak_gflops, 1);  // the job's peak: every rank's threads
   const double flops_tok = flops_per_token(model.config(), s.n_matmul, cfg_.seq_len);
 
   // --- data --------------------------------------------------------------------------------------------
@@ -171,29 +212,31 @@ TrainResult Trainer::run(bool resume) {
                                                            .vocab_limit = vocab});
 
   // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
-  write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
-  write_file_atomic((fs::path(cfg_.run_dir) / "recipe.json").string(), cfg_.resolved.dump(2) + "\n");  // for scripts
-  const fs::path metrics_path = fs::path(cfg_.run_dir) / "metrics.jsonl";
-  {
-    std::string kept;
-    if (state.step > 0 && fs::exists(metrics_path)) {
-      std::ifstream in(metrics_path);
-      std::string line;
-      while (std::getline(in, line)) {
-        try {
-          const json j = json::parse(line);
-          if (j.value("step", int64_t{0}) <= state.step) kept += line + "\n";
-        } catch (const json::exception&) {
-          break;  // a torn last line from a killed run
+  if (lead) {
+    write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
+    write_file_atomic((fs::path(cfg_.run_dir) / "recipe.json").string(), cfg_.resolved.dump(2) + "\n");  // for scripts
+    const fs::path metrics_path = fs::path(cfg_.run_dir) / "metrics.jsonl";
+    {
+      std::string kept;
+      if (state.step > 0 && fs::exists(metrics_path)) {
+        std::ifstream in(metrics_path);
+        std::string line;
+        while (std::getline(in, line)) {
+          try {
+            const json j = json::parse(line);
+            if (j.value("step", int64_t{0}) <= state.step) kept += line + "\n";
+          } catch (const json::exception&) {
+            break;  // a torn last line from a killed run
+          }
         }
       }
+      write_file_atomic(metrics_path.string(), kept);
     }
-    write_file_atomic(metrics_path.string(), kept);
+    s.metrics.open(metrics_path, std::ios::app);
   }
-  s.metrics.open(metrics_path, std::ios::app);
-  if (state.step == 0)
+  if (lead && state.step == 0)
     s.metrics << json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", s.n_matmul},
-                      {"flops_per_token", flops_tok}, {"peak_gflops", s.peak_gflops}, {"threads", pool.n_threads()}}
+                      {"flops_per_token", flops_tok}, {"peak_gflops", s.peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
                      .dump()
               << "\n"
               << std::flush;
@@ -204,24 +247,38 @@ TrainResult Trainer::run(bool resume) {
     NoGradGuard no_grad;
     double sum = 0;
     const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, s.val->samples_per_epoch() / B));
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
       const Batch b = s.val->batch_at((i * B) % s.val->samples_per_epoch(), B);
       sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T)).item();
     }
+    comm.all_reduce_sum(&sum, 1);
     const double v = sum / static_cast<double>(n);
-    s.metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
-    if (hooks_.on_eval) hooks_.on_eval({step, v});
+    if (lead) s.metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
+    if (hooks_.on_eval && lead) hooks_.on_eval({step, v});
     return v;
   };
+  // Rank 0 writes; every rank learns whether it succeeded, so a failed write stops all of them.
   const auto checkpoint = [&](int64_t step) {
     state.step = step;
     state.data_cursor = s.train->cursor();
-    const std::string dir = save_checkpoint(cfg_.run_dir, model, *s.opt, state, cfg_.keep_checkpoints);
+    state.world_size = world;
+    std::string dir, error;
+    if (lead) {
+      try {
+        dir = save_checkpoint(cfg_.run_dir, model, *s.opt, state, cfg_.keep_checkpoints);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    double failed = error.empty() ? 0 : 1;
+    comm.all_reduce_sum(&failed, 1);
+    if (failed > 0) throw IoError(error.empty() ? "checkpoint write failed on rank 0" : error);
     say("checkpoint " + dir);
     return dir;
   };
 
   TrainResult result;
+  std::vector<float> grad_buffer;
   if (cfg_.save_initial && state.step == 0) checkpoint(0);
   const auto t_start = Clock::now();
   double loss = 0;
@@ -230,13 +287,18 @@ TrainResult Trainer::run(bool resume) {
     const auto t0 = Clock::now();
     loss = 0;
     for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
-      const Batch b = s.train->next(B);
+      const Batch b = s.train->next(B, rank, world);
       Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T));
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
       backward(cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum)));
     }
     loss /= static_cast<double>(cfg_.grad_accum);
+    if (world > 1) {
+      comm.all_reduce_sum(&loss, 1);
+      loss /= world;
+      average_gradients(s.opt->params(), comm, grad_buffer);
+    }
     LATHE_CHECK_ARG(std::isfinite(loss), "training diverged: loss ", loss, " at step ", step + 1,
                     " (lower optimizer.lr or raise schedule.warmup_steps)");
     const double gnorm = global_grad_norm(s.opt->params(), pool);
@@ -256,16 +318,19 @@ TrainResult Trainer::run(bool resume) {
     r.tokens_per_s = static_cast<double>(B * T * cfg_.grad_accum) / dt;
     r.mfu = r.tokens_per_s * flops_tok / (s.peak_gflops * 1e9);
     r.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-    if (step % cfg_.log_every == 0 || step == cfg_.steps) {
+    if (lead && (step % cfg_.log_every == 0 || step == cfg_.steps)) {
       // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.
       s.metrics << "{\"step\":" << step << ",\"loss\":" << fmt("%.9g", loss) << ",\"lr\":" << fmt("%.9g", lr)
                 << ",\"grad_norm\":" << fmt("%.6g", gnorm) << ",\"tokens_per_s\":" << fmt("%.1f", r.tokens_per_s)
                 << ",\"mfu\":" << fmt("%.4f", r.mfu) << ",\"elapsed_s\":" << fmt("%.2f", r.elapsed_s) << "}\n"
                 << std::flush;
     }
-    if (hooks_.on_step) hooks_.on_step(r);
+    if (hooks_.on_step && lead) hooks_.on_step(r);
     if (cfg_.eval_every > 0 && step % cfg_.eval_every == 0 && step < cfg_.steps) evaluate(step);
-    if (stop_requested_.load(std::memory_order_relaxed)) {
+    // Every rank stops at the same step (a signal reaches the ranks at different moments).
+    double stop = stop_requested_.load(std::memory_order_relaxed) ? 1 : 0;
+    comm.all_reduce_sum(&stop, 1);
+    if (stop > 0) {
       result.last_checkpoint = checkpoint(step);
       result.stopped_early = true;
       break;

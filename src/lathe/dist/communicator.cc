@@ -1,0 +1,108 @@
+#include "lathe/dist/communicator.h"
+
+#include <cstdlib>
+#include <cstdio>
+
+#define OMPI_SKIP_MPICXX 1  // the C API only
+#include <mpi.h>
+
+#include "lathe/base/error.h"
+
+namespace lathe::dist {
+
+namespace {
+
+class SingleProcess final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  const char* backend() const override { return "single"; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
+};
+
+void check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    throw Error(str_cat("MPI ", what, " failed: ", std::string(msg, len)));
+  }
+}
+
+class Mpi final : public Communicator {
+ public:
+  Mpi() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) check(MPI_Init(nullptr, nullptr), "init");
+    // Errors come back as return codes, turned into exceptions (the default aborts without a message).
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm local;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "split");
+    MPI_Comm_rank(local, &local_rank_);
+    MPI_Comm_size(local, &local_size_);
+    MPI_Comm_free(&local);
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_size() const override { return local_size_; }
+  int local_rank() const override { return local_rank_; }
+  const char* backend() const override { return "mpi"; }
+  void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
+  void all_reduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE); }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    for (int64_t off = 0; off < bytes; off += kMaxCount) {
+      const int count = static_cast<int>(std::min<int64_t>(kMaxCount, bytes - off));
+      check(MPI_Bcast(static_cast<char*>(data) + off, count, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    }
+  }
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  [[noreturn]] void abort(int exit_code) override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::exit(exit_code);
+  }
+
+ private:
+  static constexpr int64_t kMaxCount = 1 << 30;  // MPI counts are int
+  void reduce(void* data, int64_t n, MPI_Datatype type) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    for (int64_t off = 0; off < n; off += kMaxCount) {
+      const int count = static_cast<int>(std::min<int64_t>(kMaxCount, n - off));
+      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * size, count, type, MPI_SUM, MPI_COMM_WORLD),
+            "all_reduce");
+    }
+  }
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+std::unique_ptr<Communicator> make_single_process() { return std::make_unique<SingleProcess>(); }
+
+Communicator& world() {
+  static std::unique_ptr<Communicator> comm = launched_by_mpi() ? std::unique_ptr<Communicator>(new Mpi())
+                                                                : make_single_process();
+  return *comm;
+}
+
+}  // namespace lathe::dist

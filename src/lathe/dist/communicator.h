@@ -1,0 +1,41 @@
+// Collective communication between the processes of a data-parallel job (specs/pretrain.md §4). One
+// interface, several engines: MPI for CPU processes launched with `mpirun` (here), NCCL for GPUs later.
+// lathe writes no transport of its own (DESIGN.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace lathe::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Processes of this job on this machine, and this process's index among them (thread budgeting).
+  virtual int local_size() const = 0;
+  virtual int local_rank() const = 0;
+  virtual const char* backend() const = 0;  // "single", "mpi"
+
+  // In place over all ranks, in a fixed order (deterministic for a given world size).
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // Ends every process of the job (after an error on one rank, so no rank waits forever).
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// MPI when the process was started by mpirun / srun (their environment variables are present), else a
+// single-process communicator whose collectives are no-ops. The first call initialises MPI.
+Communicator& world();
+
+// The single-process communicator (tests; and the fallback of world()).
+std::unique_ptr<Communicator> make_single_process();
+
+// True when this process was started by an MPI launcher.
+bool launched_by_mpi();
+
+}  // namespace lathe::dist

@@ -1,0 +1,145 @@
+// Data parallelism through `mpirun -np 2 lathe pretrain`: the losses equal single-process training on the
+// same global batch (within float tolerance), killing one rank stops the whole job, and --resume
+// continues it exactly. Skipped when mpirun is not installed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lathe/io/test_paths.h"
+
+extern char** environ;
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string bin() {
+  const char* b = std::getenv("LATHE_BIN");
+  return b ? b : LATHE_BINARY_DIR "/lathe";
+}
+
+std::pair<int, std::string> sh(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// OpenMPI refuses root unless told; --oversubscribe lets 2 ranks share fewer cores (CI machines).
+// (LeakSanitizer off for the ASan build: libmpi keeps allocations until exit by design.)
+const char* kMpirun =
+    "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe ";
+
+std::vector<double> losses(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+std::string overrides(const std::string& data, const std::string& run_dir, int steps) {
+  return " data.train=" + data + "/world data.val=" + data + "/world run.dir=" + run_dir +
+         " run.threads=1 model.config.hidden_size=32 model.config.intermediate_size=64"
+         " model.config.num_hidden_layers=2 model.config.num_attention_heads=4 model.config.num_key_value_heads=2"
+         " model.config.head_dim=8 data.seq_len=32 data.batch_size=4 schedule.warmup_steps=5 eval.every=0"
+         " eval.batches=2 eval.target_val_loss=0 checkpoint.every=5 checkpoint.keep=2 --no-samples schedule.steps=" +
+         std::to_string(steps);
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (sh("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+    dir_ = testing::scratch_dir("mpi");
+    ASSERT_EQ(sh(bin() + " data synth --out " + dir_ + "/world --documents 600").first, 0);
+    ASSERT_EQ(sh(bin() + " data prepare " + dir_ + "/world/world.jsonl --tokenizer " + dir_ + "/world/tokenizer --out " +
+                 dir_ + "/data --name world --val-fraction 0.05")
+                  .first,
+              0);
+  }
+  std::string dir_;
+};
+
+TEST_F(Mpi, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
+  auto [rc, out] = sh(bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/one", 20));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/two", 20));
+  ASSERT_EQ(rc, 0) << out;
+  const auto a = losses(dir_ + "/one"), b = losses(dir_ + "/two");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u) << out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
+  std::ifstream start(dir_ + "/two/metrics.jsonl");
+  std::string first;
+  std::getline(start, first);
+  EXPECT_NE(first.find("\"ranks\":2"), std::string::npos) << first;
+}
+
+TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
+  auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/full", 200));
+  ASSERT_EQ(rc, 0) << out;
+  const auto want = losses(dir_ + "/full");
+  ASSERT_EQ(want.size(), 200u);
+
+  // The same job in the background; once it has a checkpoint, SIGKILL rank 1 only.
+  const std::string cmd = std::string(kMpirun) + bin() + " pretrain recipes/quickstart.yaml" +
+                          overrides(dir_ + "/data", dir_ + "/killed", 200) + " > " + dir_ + "/killed.log 2>&1";
+  pid_t job = 0;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  ASSERT_EQ(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(dir_ + "/killed/checkpoints/step_00000010/DONE") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Rank 1 is the lathe process whose environment says OMPI_COMM_WORLD_RANK=1 and whose run folder is ours.
+  pid_t rank1 = -1;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream env(e.path() / "environ"), cmdline(e.path() / "cmdline");
+    std::string envs((std::istreambuf_iterator<char>(env)), {}), args((std::istreambuf_iterator<char>(cmdline)), {});
+    if (args.find(dir_ + "/killed") != std::string::npos && args.find("pretrain") != std::string::npos &&
+        envs.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
+      rank1 = std::stoi(name);
+  }
+  ASSERT_GT(rank1, 0) << "rank 1 not found (did the job finish already?)";
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  int status = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  waitpid(job, &status, 0);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "mpirun should fail when a rank dies";
+  EXPECT_LT(waited, 30.0) << "the surviving rank hung";
+  EXPECT_LT(losses(dir_ + "/killed").size(), 200u);
+
+  std::tie(rc, out) =
+      sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/killed", 200) + " --resume");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_EQ(losses(dir_ + "/killed"), want);
+}
+
+}  // namespace
+}  // namespace lathe
