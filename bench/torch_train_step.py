@@ -148,6 +148,10 @@ class Llama(nn.Module):
         return F.linear(self.norm(x), self.embed_tokens.weight)  # tied head
 
 
+def embeddings(model):
+    return [model.wte.weight, model.wpe.weight] if hasattr(model, "wte") else [model.embed_tokens.weight]
+
+
 def loaded_blas():
     try:
         with open("/proc/self/maps") as f:
@@ -166,6 +170,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--optimizer", action="store_true",
+                    help="a full training step: + global-norm clipping (1.0) and AdamW (decay 0.1 on matrices)")
     a = ap.parse_args()
     seq = a.seq or (64 if a.model == "gpt2" else 256)
 
@@ -179,11 +185,22 @@ def main():
     if not any("openblas" in b for b in blas):
         print(f"torch_train_step.py: warning: OpenBLAS not loaded ({blas}); install libopenblas0-openmp", file=sys.stderr)
 
+    opt = None
+    if a.optimizer:
+        emb = {id(t) for t in embeddings(model)}  # as lathe: no decay on embeddings, norms and biases
+        decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in emb]
+        no_decay = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in emb)]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+
     def step():
         model.zero_grad(set_to_none=True)
         logits = model(ids)
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
         loss.backward()
+        if opt is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
         return loss.item()
 
     for _ in range(a.warmup):
@@ -198,7 +215,7 @@ def main():
     tokens = a.batch * seq
     flops = 6.0 * n_params * tokens + 12.0 * s["n_layers"] * seq * s["dim"] * tokens
     print(json.dumps({
-        "impl": "pytorch", "torch": torch.__version__, "model": a.model, "threads": a.threads,
+        "impl": "pytorch", "torch": torch.__version__, "optimizer": a.optimizer, "model": a.model, "threads": a.threads,
         "torch_threads": torch.get_num_threads(), "batch": a.batch, "seq": seq, "params": n_params,
         "steps": a.steps, "step_s": times, "median_step_s": med,
         "cpu_s": cpu, "median_cpu_s": statistics.median(cpu), "tokens_per_s": tokens / med,
