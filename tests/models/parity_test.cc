@@ -76,10 +76,11 @@ TEST_P(ModelParity, LogitsMatchReference) {
   EXPECT_LE(max_abs_diff(logits, want), 1e-4);
 }
 
-TEST_P(ModelParity, LossAndGradientsMatchReference) {
-  Fixture f = load_fixture(GetParam());
+void check_loss_and_gradients(const std::string& name, bool recompute_layers) {
+  Fixture f = load_fixture(name);
   auto m = Model::load(f.dir, {.force_f32 = true});
   m->set_requires_grad(true);
+  m->set_recompute_layers(recompute_layers);
   Tensor loss = m->next_token_loss(f.ids);
   const double want_loss = f.ref_json["loss"].get<double>();
   EXPECT_NEAR(loss.item(), want_loss, 1e-5 * std::fabs(want_loss));
@@ -87,8 +88,8 @@ TEST_P(ModelParity, LossAndGradientsMatchReference) {
   std::map<std::string, Tensor> grads;
   for (auto& [n, g] : m->gradients_by_name()) grads[n] = g;
   int checked = 0;
-  for (const auto& name : f.ref_json["param_names"]) {
-    const std::string n = name.get<std::string>();
+  for (const auto& pname : f.ref_json["param_names"]) {
+    const std::string n = pname.get<std::string>();
     ASSERT_TRUE(grads.count(n)) << "no gradient for " << n;
     Tensor want = f.ref.tensor("grad." + n);
     ASSERT_EQ(grads[n].shape(), want.shape()) << n;
@@ -97,6 +98,11 @@ TEST_P(ModelParity, LossAndGradientsMatchReference) {
   }
   EXPECT_GT(checked, 0);
 }
+
+TEST_P(ModelParity, LossAndGradientsMatchReference) { check_loss_and_gradients(GetParam(), false); }
+
+// Activation recompute (each layer re-run in the backward pass) gives the same loss and gradients.
+TEST_P(ModelParity, LossAndGradientsWithLayerRecomputeMatchReference) { check_loss_and_gradients(GetParam(), true); }
 
 TEST_P(ModelParity, GreedyWithKvCacheMatchesReference) {
   Fixture f = load_fixture(GetParam());

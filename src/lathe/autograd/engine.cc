@@ -28,6 +28,8 @@ Tensor writable(const Tensor& g) {
 bool grad_enabled() { return tls_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(tls_grad_enabled) { tls_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { tls_grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(tls_grad_enabled) { tls_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { tls_grad_enabled = previous_; }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!tls_grad_enabled) return false;
@@ -58,6 +60,12 @@ void accumulate_grad(TensorImpl& leaf, const Tensor& g) {
 void backward(const Tensor& loss) {
   LATHE_CHECK_ARG(loss.defined() && loss.numel() == 1, "[backward] needs a single-element tensor, got ",
                   loss.defined() ? shape_str(loss.shape()) : "undefined");
+  backward(loss, Tensor::full(loss.shape(), 1.0f));
+}
+
+void backward(const Tensor& loss, const Tensor& grad_loss) {
+  LATHE_CHECK_ARG(loss.defined() && grad_loss.defined() && grad_loss.numel() == loss.numel(),
+                  "[backward] the output gradient must have the output's shape");
   LATHE_CHECK_ARG(loss.requires_grad(), "[backward] the tensor does not require grad (no recorded graph)");
   NoGradGuard no_grad;  // gradient rules compose ops; they must not record
 
@@ -82,7 +90,7 @@ void backward(const Tensor& loss) {
   std::reverse(order.begin(), order.end());
 
   std::unordered_map<TensorImpl*, Tensor> pending;
-  pending[loss.impl()] = Tensor::full(loss.shape(), 1.0f);
+  pending[loss.impl()] = grad_loss;
   for (std::shared_ptr<TensorImpl>& owned : order) {
     TensorImpl* t = owned.get();
     auto it = pending.find(t);
@@ -115,6 +123,32 @@ void backward(const Tensor& loss) {
     t->grad_fn.reset();
     owned.reset();
   }
+}
+
+}  // namespace lathe
+
+namespace lathe {
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
+  if (!tls_grad_enabled) return fn(x);
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // nothing inside fn is recorded or kept: only x stays alive
+    out = fn(x);
+  }
+  record(out, "checkpoint", {x}, [fn, x](const Tensor& grad_out) -> std::vector<Tensor> {
+    // Recompute with recording on (backward() runs its rules with grad mode off), from a detached
+    // input, then backpropagate the incoming gradient through the recomputed graph: the parameters
+    // used by fn receive their gradients here, and x's gradient is returned to the outer graph.
+    EnableGradGuard enable;
+    Tensor xd = x.detach();
+    xd.set_requires_grad(true);
+    Tensor y = fn(xd);
+    if (!y.requires_grad()) return {Tensor()};
+    backward(y, grad_out);
+    return {xd.grad()};
+  });
+  return out;
 }
 
 }  // namespace lathe

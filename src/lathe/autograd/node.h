@@ -35,6 +35,18 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Turns recording back on inside a region (e.g. a recompute during backward).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True when grad mode is on and any input requires grad: the op must record.
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 
@@ -45,6 +57,14 @@ void record(Tensor& output, const char* name, std::vector<Tensor> inputs, Backwa
 // Runs the backward pass from a single-element tensor, accumulating into the .grad() of every leaf that
 // requires grad. Intermediate gradients are freed as soon as they are consumed. The graph is released.
 void backward(const Tensor& loss);
+// The same from any output, given d(loss)/d(output) (same number of elements).
+void backward(const Tensor& output, const Tensor& grad_output);
+
+// Activation recompute (specs/pretrain.md §2.5): returns fn(x) computed without keeping fn's
+// intermediate tensors; during backward fn is run again on x, recording, and the incoming gradient is
+// propagated through it. fn must be deterministic (the recompute is bit-identical to the first run) and
+// may use parameters, which receive their gradients during that recompute.
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x);
 
 // Accumulates `g` into the leaf tensor's gradient (first time: adopts g without copying).
 void accumulate_grad(TensorImpl& leaf, const Tensor& g);

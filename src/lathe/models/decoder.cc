@@ -104,12 +104,16 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor&
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     const LayerConfig& lc = c.layers[l];
-    Tensor h = attention_block(c, lc, lw, norm(c, x, lw.attn_norm_w, lw.attn_norm_b), rope_positions, l, cache);
-    if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
-    x = add(x, h);
-    Tensor m = mlp_block(c, lc, lw, norm(c, x, lw.mlp_norm_w, lw.mlp_norm_b));
-    if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
-    x = add(x, m);
+    // One transformer block: x [B, T, C] -> x [B, T, C]. (c and w outlive any backward pass.)
+    const auto block = [&c, &lc, &lw, rope_positions, l, cache](const Tensor& xin) {
+      Tensor h = attention_block(c, lc, lw, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), rope_positions, l, cache);
+      if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
+      Tensor xo = add(xin, h);
+      Tensor m = mlp_block(c, lc, lw, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));
+      if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
+      return add(xo, m);
+    };
+    x = c.recompute_layers && !cache ? checkpoint(block, x) : block(x);
   }
   if (cache) cache->advance(T);
   return norm(c, x, w.final_norm_w, w.final_norm_b);

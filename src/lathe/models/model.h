@@ -37,6 +37,8 @@ class Model {
   void save(const std::string& dir) const;
 
   const ModelConfig& config() const { return cfg_; }
+  // Activation recompute per layer during training (ModelConfig::recompute_layers).
+  void set_recompute_layers(bool on) { cfg_.recompute_layers = on; }
   ModelWeights& weights() { return w_; }
   const ModelWeights& weights() const { return w_; }
   const std::vector<TensorBinding>& bindings() const { return bindings_; }

@@ -177,6 +177,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("run.seed", c.seed);
   r.get("run.threads", c.threads);
   r.get("run.log_every", c.log_every);
+  r.get("run.recompute_layers", c.recompute_layers);
   r.get("model.base", c.model_base);
   r.get_json("model.config", c.model_config);
   r.get("data.train", c.train_data);

@@ -20,6 +20,7 @@ struct TrainConfig {
   uint64_t seed = 0;  // initial weights and data order
   int threads = 0;    // 0: all cores (or LATHE_NUM_THREADS)
   int64_t log_every = 1;
+  bool recompute_layers = false;  // keep only layer inputs; recompute each layer in the backward pass
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

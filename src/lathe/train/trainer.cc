@@ -180,6 +180,7 @@ TrainResult Trainer::run(bool resume) {
                   ": data.seq_len ", cfg_.seq_len, " exceeds the model's max_position_embeddings ",
                   model.config().max_positions);
   model.set_requires_grad(true);
+  model.set_recompute_layers(cfg_.recompute_layers);
   s.opt = std::make_unique<AdamW>(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
   TrainState state;
   state.seed = cfg_.seed;
