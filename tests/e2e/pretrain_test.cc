@@ -119,3 +119,42 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// A real full disk: a 3 MB tmpfs (needs root; skipped where mounting is not allowed).
+TEST(PretrainCli, FullDiskGivesAClearErrorAndKeepsEarlierCheckpoints) {
+  const std::string dir = testing::scratch_dir("pretrain_full_disk");
+  const std::string disk = dir + "/disk";
+  fs::create_directories(disk);
+  if (std::system(("mount -t tmpfs -o size=3m tmpfs " + disk + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)";
+  struct Unmount {
+    std::string path;
+    ~Unmount() { std::system(("umount " + path).c_str()); }
+  } unmount{disk};
+  ASSERT_EQ(run("data synth --out " + dir + "/world --documents 300").first, 0);
+  ASSERT_EQ(run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
+                "/data --name world --val-fraction 0.05")
+                .first,
+            0);
+  // ~1.1 MB per checkpoint: the third one does not fit.
+  auto [rc, out] = run("pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +
+                       "/data/world run.dir=" + disk + "/run model.config.hidden_size=64 model.config.intermediate_size=128"
+                       " model.config.num_hidden_layers=2 model.config.num_attention_heads=4"
+                       " model.config.num_key_value_heads=2 model.config.head_dim=16 data.seq_len=32 data.batch_size=4"
+                       " schedule.steps=30 schedule.warmup_steps=5 eval.every=0 checkpoint.every=10 checkpoint.keep=5"
+                       " --no-samples");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+  EXPECT_NE(out.find("earlier checkpoints are intact"), std::string::npos) << out;
+  for (const auto& e : fs::directory_iterator(disk + "/run/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << "temporary left behind";
+  // The newest complete checkpoint still loads and generates.
+  auto [grc, gout] = run("generate " + disk + "/run/checkpoints/step_00000020 --prompt-ids 256 --max-tokens 4");
+  EXPECT_EQ(grc, 0) << gout;
+}
+
+}  // namespace
+}  // namespace lathe

@@ -268,7 +268,7 @@ TrainResult Trainer::run(bool resume) {
       try {
         dir = save_checkpoint(cfg_.run_dir, model, *s.opt, state, cfg_.keep_checkpoints);
       } catch (const Error& e) {
-        error = e.what();
+        error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
       }
     }
     double failed = error.empty() ? 0 : 1;
