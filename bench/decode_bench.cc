@@ -316,6 +316,8 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
           st.counters["roofline_pct_read"] = 100.0 * tps / (read * 1e9 / wbytes);
           st.counters["roofline_pct_triad"] = 100.0 * tps / (triad * 1e9 / wbytes);
           st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
+          st.counters["read_before_GB/s"] = read0;  // which side of the run a drift came from
+          st.counters["read_after_GB/s"] = read1;
           st.counters["threads"] = n;
         })
         ->UseManualTime()

@@ -174,7 +174,19 @@ int64_t Tensor::size(int d) const {
   return impl_->shape[d];
 }
 
-bool Tensor::is_contiguous() const { return impl_->strides == contiguous_strides(impl_->shape) || numel() <= 1; }
+// Row-major packed. A size-1 dimension never moves the address, so its stride does not matter (as in
+// PyTorch): a KV cache prefix [1, S, Hkv, D] sliced from [1, capacity, Hkv, D] is contiguous, and attention
+// reads it in place instead of copying it every decode step.
+bool Tensor::is_contiguous() const {
+  if (numel() <= 1) return true;
+  int64_t expect = 1;
+  for (size_t i = impl_->shape.size(); i-- > 0;) {
+    if (impl_->shape[i] == 1) continue;
+    if (impl_->strides[i] != expect) return false;
+    expect *= impl_->shape[i];
+  }
+  return true;
+}
 
 void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data) + impl_->offset * static_cast<int64_t>(dtype_size(dtype()));

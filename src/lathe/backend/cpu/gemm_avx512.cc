@@ -278,7 +278,7 @@ LATHE_AVX512 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t
 const GemmKernels& gemm_kernels_avx512() {
   static const GemmKernels k{.isa = GemmIsa::kAvx512, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
                              .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
-                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>,
+                             .gemv_nt_bf16 = &gemv_nt_bf16_avx512, .gemv_nn_bf16 = &gemv_nn<bf16>,
                              .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>};
   return k;
 }

@@ -27,6 +27,10 @@ using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t l
                         float* y, int64_t ldy, float alpha, float beta);
 inline constexpr int kGemvMaxM = 4;
 
+// GemvFn<bf16> "nt" for AVX-512 (gemv_avx512.cc): widens 32 weights per load, prefetches the next rows.
+void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
+                         float* y, int64_t ldy, float alpha, float beta);
+
 // Transposing pack: dst[p * stride + r] = src[r * ld + p] for r < rows, p < kc, and 0 for rows <= r <
 // stride (stride = MR or NR). Packs A when not trans_a, and a Linear weight B [N, K] when trans_b.
 template <class T>

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lathe/backend/cpu/gemm.h"
@@ -133,6 +134,57 @@ class GemmTierTest : public ::testing::TestWithParam<GemmIsa> {
 TEST_P(GemmTierTest, F32xF32) { run_all<float, float>(false); }
 TEST_P(GemmTierTest, F32xBf16) { run_all<float, bf16>(true); }
 TEST_P(GemmTierTest, Bf16xBf16) { run_all<bf16, bf16>(true); }
+
+// The skinny-M kernels called directly: M = 1..4, K around the 16/32-wide vector blocks (odd K leaves a
+// masked tail), N not a multiple of the 4-row groups, a padded ldw, both layouts (nt: W [N, K], nn:
+// W [K, N]), and a column range [j0, j1) inside [0, N): outside it y must stay untouched.
+template <class TW>
+void check_gemv(const GemmKernels& kern, bool nt, int m, int64_t n, int64_t k, int64_t pad, int64_t j0, int64_t j1,
+                float alpha, float beta, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t ldw = (nt ? k : n) + pad, ldy = n + 3;
+  const auto x = random_matrix<float>(m, k, rng);
+  const auto w = random_matrix<TW>(nt ? n : k, ldw, rng);
+  std::vector<float> y = random_matrix<float>(m, ldy, rng);
+  std::vector<float> expect = y;
+  ref::gemm(false, nt, m, n, k, alpha, x.data(), k, w.data(), ldw, beta, expect.data(), ldy,
+            [](auto v) { return to_float(v); });
+  GemvFn<TW> fn;
+  if constexpr (std::is_same_v<TW, float>) fn = nt ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
+  else fn = nt ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
+  const std::vector<float> before = y;
+  fn(m, k, x.data(), w.data(), ldw, j0, j1, y.data(), ldy, alpha, beta);
+  // f32 products of exact inputs summed in f32 in any order: same bound as check() above.
+  const double eps = std::numeric_limits<float>::epsilon();
+  const double tol_prod = 4.0 * static_cast<double>(k) * eps * max_abs(x) * max_abs(w) * std::fabs(alpha);
+  for (int i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldy; ++j) {
+      const float got = y[i * ldy + j];
+      if (j < j0 || j >= j1) {
+        ASSERT_EQ(got, before[i * ldy + j]) << "column " << j << " outside [" << j0 << ", " << j1 << ") written";
+        continue;
+      }
+      const double want = expect[i * ldy + j];
+      ASSERT_LE(std::fabs(got - want), tol_prod + 2 * eps * std::fabs(want) + 1e-30)
+          << "at (" << i << ", " << j << ") nt=" << nt << " m=" << m << " n=" << n << " k=" << k << " pad=" << pad
+          << " j=[" << j0 << ", " << j1 << ") beta=" << beta;
+    }
+}
+
+TEST_P(GemmTierTest, GemvKernels) {
+  uint32_t seed = 100;
+  for (bool nt : {true, false})
+    for (int m = 1; m <= kGemvMaxM; ++m)
+      for (int64_t k : {1, 15, 31, 32, 33, 64, 95, 517, 2049})
+        for (int64_t n : {1, 5, 11, 37})
+          for (int64_t pad : {0, 7}) {
+            const int64_t j0 = n > 2 ? 1 : 0, j1 = n > 2 ? n - 1 : n;  // an inner range, not group aligned
+            const float beta = (seed & 1) ? 0.f : 0.5f;
+            check_gemv<float>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+            check_gemv<bf16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+            if (HasFatalFailure()) return;
+          }
+}
 
 // k == 0 or alpha == 0: C = beta * C, with beta == 0 clearing NaN.
 TEST_P(GemmTierTest, EmptyProductScalesC) {
