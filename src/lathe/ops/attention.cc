@@ -15,6 +15,7 @@
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
 #include "lathe/ops/attention_tiles.h"
+#include "lathe/ops/parallel_rows.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
@@ -202,8 +203,11 @@ void block_key_range(const AttnDims& a, int64_t i0, int64_t m, int64_t* lo, int6
   key_range(a, i0 + m - 1, &unused, hi);
 }
 
-// tile [kTileRows, D] = rows [i0, i0 + m) of one head (row stride ld), zero past m.
-void load_tile(const float* src, int64_t ld, int64_t i0, int64_t m, int64_t D, float* tile) {
+// tile [kTileRows, D] = rows [i0, i0 + m) of one head (row stride ld), zero past m; also prefetches the
+// next tile's rows, which sit H·D floats apart (too far for the hardware prefetcher to follow).
+void load_tile(const float* src, int64_t ld, int64_t i0, int64_t m, int64_t n_rows, int64_t D, float* tile) {
+  for (int64_t r = i0 + attn::kTileRows; r < std::min(n_rows, i0 + 2 * attn::kTileRows); ++r)
+    for (int64_t d = 0; d < D; d += 16) __builtin_prefetch(src + r * ld + d);
   for (int64_t r = 0; r < attn::kTileRows; ++r) {
     if (r < m)
       std::memcpy(tile + r * D, src + (i0 + r) * ld, D * sizeof(float));
@@ -267,7 +271,7 @@ void attention_forward_tiled(const AttnDims& a, const float* q, const float* k, 
       int64_t lo, hi, j0, j1;
       block_key_range(a, i0, m, &lo, &hi);
       score_columns(lo, hi, &j0, &j1);
-      load_tile(qb, H * D, i0, m, D, qt);
+      load_tile(qb, H * D, i0, m, T, D, qt);
       attn::tile_scores(qt, kt, ldt, D, j0, j1, a.scale, s, ldt);
       for (int64_t r = 0; r < R; ++r) {
         float* row = s + r * ldt;
@@ -296,6 +300,17 @@ void attention_backward_tiled(const AttnDims& a, const float* q, const float* k,
   const ThreadPool& pool = current_context().pool;
   const int64_t per_worker = 2 * D * ldt + 3 * R * ldt + 3 * R * D;
   std::vector<float> scratch(static_cast<size_t>(pool.n_threads()) * per_worker);
+  // delta [B, T, H] = rowsum(dO ⊙ O), in one sequential pass (inside the tiles these rows were cache misses).
+  std::vector<float> delta(static_cast<size_t>(a.n_batch * T * H));
+  parallel_rows(a.n_batch * T * H, D, [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float *o_i = out + i * D, *do_i = dout + i * D;
+      float di = 0.f;
+#pragma omp simd reduction(+ : di)
+      for (int64_t d = 0; d < D; ++d) di += do_i[d] * o_i[d];
+      delta[i] = di;
+    }
+  });
   pool.parallel_for(a.n_batch * Hkv, [&](int64_t task, int worker) {
     const int64_t b = task / Hkv, hk = task % Hkv;
     const float* kb = k + (b * S * Hkv + hk) * D;
@@ -314,15 +329,15 @@ void attention_backward_tiled(const AttnDims& a, const float* q, const float* k,
     transpose_head(vb, Hkv * D, S, D, vt, ldt);
     for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
       const int64_t row0 = b * T * H + h;  // element offset of (b, 0, h, 0) is row0 · D
-      const float *qb = q + row0 * D, *ob = out + row0 * D, *dob = dout + row0 * D;
+      const float *qb = q + row0 * D, *dob = dout + row0 * D;
       const float* lse_bh = lse + (b * H + h) * T;
       for (int64_t i0 = 0; i0 < T; i0 += R) {
         const int64_t m = std::min(R, T - i0);
         int64_t lo, hi, j0, j1;
         block_key_range(a, i0, m, &lo, &hi);
         score_columns(lo, hi, &j0, &j1);
-        load_tile(qb, H * D, i0, m, D, qt);
-        load_tile(dob, H * D, i0, m, D, dot);
+        load_tile(qb, H * D, i0, m, T, D, qt);
+        load_tile(dob, H * D, i0, m, T, D, dot);
         attn::tile_scores(qt, kt, ldt, D, j0, j1, a.scale, p, ldt);
         attn::tile_scores(dot, vt, ldt, D, j0, j1, 1.f, ds, ldt);
         for (int64_t r = 0; r < R; ++r) {
@@ -335,12 +350,7 @@ void attention_backward_tiled(const AttnDims& a, const float* q, const float* k,
           int64_t ja, je;
           key_range(a, i0 + r, &ja, &je);
           if (a.softcap > 0.f) softcap_row(prow, trow, ja, je, a.softcap);
-          const float l = lse_bh[i0 + r];
-          const float* o_i = ob + (i0 + r) * H * D;
-          const float* do_i = dot + r * D;
-          float di = 0.f;
-#pragma omp simd reduction(+ : di)
-          for (int64_t d = 0; d < D; ++d) di += do_i[d] * o_i[d];
+          const float l = lse_bh[i0 + r], di = delta[(b * T + i0 + r) * H + h];
 #pragma omp simd
           for (int64_t j = ja; j < je; ++j) {
             prow[j] = vec::exp(prow[j] - l);
