@@ -4,14 +4,14 @@
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
+#include "lathe/ops/gradient_products.h"
 
 namespace lathe {
 namespace {
 
 // out[M, N] (=|+=) op(a)·op(b) with a f32 and b f32 or bf16, all contiguous row-major.
 void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
-               float* out, float beta) {
-  const ThreadPool& pool = current_context().pool;
+               float* out, float beta, const ThreadPool& pool = current_context().pool) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (b.dtype() == DType::kBF16) {
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
@@ -56,15 +56,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
     Tensor xs = x.detach(), ws = wc.detach();
     record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {
       const Tensor g = g_in.contiguous();  // [n, out]
-      Tensor dx, dw, db;
-      if (want_x) {  // dx[n, in] = g[n, out] · w[out, in]
-        dx = Tensor::empty(xs.shape());
-        gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f);
-      }
-      if (want_w) {  // dw[out, in] = gᵀ[out, n] · x[n, in]
-        dw = Tensor::empty(ws.shape());
-        gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f);
-      }
+      Tensor dx = want_x ? Tensor::empty(xs.shape()) : Tensor(), dw = want_w ? Tensor::empty(ws.shape()) : Tensor();
+      // dx[n, in] = g[n, out] · w[out, in] (task 0); dw[out, in] = gᵀ[out, n] · x[n, in] (task 1).
+      const auto product = [&](int64_t task, const ThreadPool& pool) {
+        if (task == 0 && want_x) gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
+        if (task == 1 && want_w) gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f, pool);
+      };
+      run_gradient_products(want_x && want_w, product);
+      Tensor db;
       if (want_b) {  // db[out] = Σ_rows g
         db = Tensor::zeros({out});
         float* dbp = db.data<float>();
