@@ -27,8 +27,9 @@ Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor
 Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x,
                        const Tensor& positions, int layer, KvCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
-  Tensor k = reshape(linear(x, w.wk, w.bk), {B, T, Hkv, D});
+  auto [q_flat, k_flat] = linear_pair(x, w.wq, w.wk, w.bq, w.bk);
+  Tensor q = reshape(q_flat, {B, T, H, D});
+  Tensor k = reshape(k_flat, {B, T, Hkv, D});
   Tensor v = reshape(linear(x, w.wv, w.bv), {B, T, Hkv, D});
   if (c.qk_norm) {  // RMSNorm over each head's D features
     q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
@@ -63,8 +64,10 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
 // x [B, T, C] -> [B, T, C].
 Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
   switch (lc.mlp) {
-    case MlpKind::kGated:
-      return linear(gated_activation(linear(x, w.w_gate), linear(x, w.w_up), c.act), w.w_down);
+    case MlpKind::kGated: {
+      auto [gate, up] = linear_pair(x, w.w_gate, w.w_up);
+      return linear(gated_activation(gate, up, c.act), w.w_down);
+    }
     case MlpKind::kPlain:
       return linear(activation(linear(x, w.w_up, w.b_up), c.act), w.w_down, w.b_down);
     case MlpKind::kMoe: {

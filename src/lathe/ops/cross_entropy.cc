@@ -8,7 +8,7 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
-#include "lathe/ops/gradient_products.h"
+#include "lathe/ops/gemm_pair.h"
 #include "lathe/ops/parallel_rows.h"
 #include "lathe/ops/softcap.h"
 #include "lathe/ops/vec_math.h"
@@ -241,7 +241,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
                                                    c, 1.f, 0.f},
                       pool);
         };
-        run_gradient_products(want_h && want_w, product);
+        run_gemm_pair(want_h && want_w, product);
       }
       return {dh, dw};
     });

@@ -1,7 +1,7 @@
-// The two weight-layer gradient products (dx = g·W and dW = gᵀ·x) are independent GEMMs of equal FLOPs.
-// On a 2-thread pool they run side by side as one-thread GEMMs: neither pays the barriers of a GEMM split
-// over both workers (its shared A-block packing waits at two per K block), nor waits for a descheduled
-// sibling on a shared host. Other pool sizes run them one after the other on the whole pool.
+// Two independent GEMMs of about equal FLOPs (a layer's dx = g·W and dW = gᵀ·x; the gate and up
+// projections of one input). On a 2-thread pool they run side by side as one-thread GEMMs: neither pays
+// the barriers of a GEMM split over both workers (its shared A-block packing waits twice per K block),
+// nor waits for a descheduled sibling on a shared host. Other pool sizes run them one after the other.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@ namespace lathe {
 
 // Runs product(task, pool) for task 0 and task 1; `both` says both have work (else no pairing).
 template <class Fn>
-void run_gradient_products(bool both, Fn&& product) {
+void run_gemm_pair(bool both, Fn&& product) {
   const ThreadPool& pool = current_context().pool;
   if (both && pool.n_threads() == 2) {
     const ThreadPool serial(1);
