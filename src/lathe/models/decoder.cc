@@ -27,10 +27,10 @@ Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor
 Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x,
                        const Tensor& positions, int layer, KvCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  auto [q_flat, k_flat] = linear_pair(x, w.wq, w.wk, w.bq, w.bk);
-  Tensor q = reshape(q_flat, {B, T, H, D});
+  Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
+  auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
   Tensor k = reshape(k_flat, {B, T, Hkv, D});
-  Tensor v = reshape(linear(x, w.wv, w.bv), {B, T, Hkv, D});
+  Tensor v = reshape(v_flat, {B, T, Hkv, D});
   if (c.qk_norm) {  // RMSNorm over each head's D features
     q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
     k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);

@@ -111,7 +111,7 @@ std::pair<Tensor, Tensor> linear_pair(const Tensor& x_in, const Tensor& w0, cons
   check_linear_args(x_in, w1, b1);
   const Tensor x = x_in.contiguous();
   LinearJob j0(x_in, x, w0, b0), j1(x_in, x, w1, b1);
-  // Side by side only when the two GEMMs are equal (GQA's k is smaller than q: one thread would idle).
+  // Side by side only when the two GEMMs are equal (else one thread would idle part of the time).
   run_gemm_pair(w0.shape() == w1.shape(), [&](int64_t task, const ThreadPool& pool) {
     (task == 0 ? j0 : j1).compute(pool);
   });

@@ -10,7 +10,7 @@ namespace lathe {
 // y = x · wᵀ + b.  x [..., in] f32; w [out, in] f32 or bf16; b [out] or undefined -> y [..., out] f32.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
-// {linear(x, w0, b0), linear(x, w1, b1)}: two projections of one input (gate and up; q and k), the same
+// {linear(x, w0, b0), linear(x, w1, b1)}: two projections of one input (gate and up; k and v), the same
 // results and gradients; on a 2-thread pool two equal-shaped GEMMs run side by side, one thread each.
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Tensor& w0, const Tensor& w1,
                                       const Tensor& b0 = Tensor(), const Tensor& b1 = Tensor());
