@@ -4,20 +4,18 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 namespace lathe::attn {
 
 using f32x16 = float __attribute__((vector_size(64)));
+// The same vector at any float address (unaligned moves; may alias the floats). Only references to it
+// cross function boundaries: passing 64-byte vectors by value changes the ABI without AVX-512.
+using f32x16u = float __attribute__((vector_size(64), aligned(4), may_alias));
 constexpr int kTileRows = 4;   // query rows per tile
 constexpr int64_t kCols = 32;  // key columns per score block: two vectors
 
-inline f32x16 load16(const float* p) {
-  f32x16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
+inline const f32x16u& vec_at(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
+inline f32x16u& vec_at(float* p) { return *reinterpret_cast<f32x16u*>(p); }
 
 // s[r][j] = alpha · Σ_d a[r][d] · bt[d][j] for r < kTileRows and j in [j0, j1), j1 − j0 a multiple of kCols.
 // a [kTileRows, D] contiguous; bt [D, ldb] (keys or values transposed, zero-padded past S); s [kTileRows, lds].
@@ -26,7 +24,7 @@ inline void tile_scores(const float* a, const float* bt, int64_t ldb, int64_t D,
   for (int64_t j = j0; j < j1; j += kCols) {
     f32x16 c[kTileRows][2] = {};
     for (int64_t d = 0; d < D; ++d) {
-      const f32x16 b0 = load16(bt + d * ldb + j), b1 = load16(bt + d * ldb + j + 16);
+      const f32x16 b0 = vec_at(bt + d * ldb + j), b1 = vec_at(bt + d * ldb + j + 16);
 #pragma GCC unroll 4
       for (int r = 0; r < kTileRows; ++r) {
         const float ar = a[r * D + d];
@@ -36,8 +34,8 @@ inline void tile_scores(const float* a, const float* bt, int64_t ldb, int64_t D,
     }
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
-      store16(s + r * lds + j, alpha * c[r][0]);
-      store16(s + r * lds + j + 16, alpha * c[r][1]);
+      vec_at(s + r * lds + j) = alpha * c[r][0];
+      vec_at(s + r * lds + j + 16) = alpha * c[r][1];
     }
   }
 }
@@ -51,7 +49,7 @@ void tile_rows_times_mat_slice(const float* p, int64_t ldp, const float* b, int6
   for (int64_t j = j0; j < j1; ++j) {
     f32x16 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = load16(b + j * ldb + d0 + 16 * v);
+    for (int v = 0; v < NV; ++v) bv[v] = vec_at(b + j * ldb + d0 + 16 * v);
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
       const float pr = p[r * ldp + j];
@@ -62,7 +60,7 @@ void tile_rows_times_mat_slice(const float* p, int64_t ldp, const float* b, int6
 #pragma GCC unroll 4
   for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) store16(out + r * D + d0 + 16 * v, alpha * c[r][v]);
+    for (int v = 0; v < NV; ++v) vec_at(out + r * D + d0 + 16 * v) = alpha * c[r][v];
 }
 
 // out[r][0, D) = alpha · Σ_{j in [j0, j1)} p[r][j] · b[j][0, D) (P·V, dS·K), in slices of up to 64 columns.
@@ -87,12 +85,12 @@ void tile_mat_t_times_rows_slice(const float* p, int64_t ldp, const float* a, in
 #pragma GCC unroll 4
   for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) av[r][v] = alpha * load16(a + r * D + d0 + 16 * v);
+    for (int v = 0; v < NV; ++v) av[r][v] = alpha * vec_at(a + r * D + d0 + 16 * v);
   for (int64_t j = j0; j < j1; ++j) {
     float* row = acc + j * ldacc + d0;
     f32x16 c[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) c[v] = load16(row + 16 * v);
+    for (int v = 0; v < NV; ++v) c[v] = vec_at(row + 16 * v);
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
       const float pr = p[r * ldp + j];
@@ -100,7 +98,7 @@ void tile_mat_t_times_rows_slice(const float* p, int64_t ldp, const float* a, in
       for (int v = 0; v < NV; ++v) c[v] += pr * av[r][v];
     }
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) store16(row + 16 * v, c[v]);
+    for (int v = 0; v < NV; ++v) vec_at(row + 16 * v) = c[v];
   }
 }
 
