@@ -17,9 +17,9 @@ import sys
 # Innermost match wins; order matters only among names that can nest (checked leaf upwards).
 OPS = [
     ("head+loss (linear_cross_entropy)", re.compile(r"lathe::linear_cross_entropy|chunk_logits|gemm_head")),
-    ("attention", re.compile(r"scaled_dot_product_attention|attention_(forward|backward|block)|softmax_row")),
+    ("attention", re.compile(r"scaled_dot_product_attention|attention_(forward|backward)|softmax_row|lathe::attn::")),
     ("gated_mlp", re.compile(r"lathe::gated_mlp")),
-    ("linear", re.compile(r"lathe::linear\b|lathe::linear\(")),
+    ("linear", re.compile(r"lathe::linear\b|lathe::linear\(|lathe::linear_pair|LinearJob")),
     ("layer_norm", re.compile(r"lathe::layer_norm")),
     ("rms_norm", re.compile(r"lathe::rms_norm")),
     ("rope", re.compile(r"lathe::(apply_)?rope")),

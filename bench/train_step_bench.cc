@@ -151,16 +151,16 @@ void register_model(const std::string& label, const std::string& dir, int64_t B,
                static_cast<long long>(T), flops / 1e9);
   const std::string name = "BM_TrainStep_" + label + "_B" + std::to_string(B) + "_T" + std::to_string(T);
   for (int n : threads) {
-    auto warmed = std::make_shared<bool>(false);  // one warm-up per (model, threads), not per repetition
+    // One Context per (model, threads), kept across repetitions as a training loop keeps it: its pool
+    // and its allocator's block cache stay warm; the first repetition runs the untimed warm-up step.
+    auto ctx_slot = std::make_shared<std::unique_ptr<Context>>();
     benchmark::RegisterBenchmark(
         (name + "/threads:" + std::to_string(n)).c_str(),
-        [model, ids, flops, B, T, n, warmed](benchmark::State& st) {
-          Context ctx(n);
-          ContextScope scope(ctx);
-          if (!*warmed) {
-            train_step(*model, ids);
-            *warmed = true;
-          }
+        [model, ids, flops, B, T, n, ctx_slot](benchmark::State& st) {
+          const bool warm = *ctx_slot != nullptr;
+          if (!warm) *ctx_slot = std::make_unique<Context>(n);
+          ContextScope scope(**ctx_slot);
+          if (!warm) train_step(*model, ids);
           perf_control("enable\n");
           for (auto _ : st) train_step(*model, ids);
           perf_control("disable\n");

@@ -3,19 +3,33 @@
 #include <unordered_set>
 
 #include "lathe/autograd/node.h"
+#include "lathe/base/context.h"
 
 namespace lathe {
 namespace {
 thread_local bool tls_grad_enabled = true;
 
-// dst += src, both contiguous f32 of the same shape.
+// dst += src, both contiguous f32 of the same shape. Split over the pool: a tied embedding's or a
+// residual stream's gradient is tens of MB, and a one-thread loop left the other workers idle.
 void add_into(Tensor& dst, const Tensor& src) {
   LATHE_ASSERT(dst.shape() == src.shape(), "gradient shape ", shape_str(src.shape()), " vs ",
                shape_str(dst.shape()));
   Tensor s = src.contiguous();
   float* d = dst.data<float>();
   const float* p = s.data<float>();
-  for (int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] += p[i];
+  const int64_t n = dst.numel();
+  constexpr int64_t kMinPerTask = int64_t{1} << 16;  // below this a thread wake-up costs more than the adds
+  const ThreadPool& pool = current_context().pool;
+  const int64_t n_tasks = std::clamp<int64_t>(n / kMinPerTask, 1, pool.n_threads());
+  auto add_range = [&](int64_t t, int) {
+    const int64_t b = n * t / n_tasks, e = n * (t + 1) / n_tasks;
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) d[i] += p[i];
+  };
+  if (n_tasks == 1)
+    add_range(0, 0);
+  else
+    pool.parallel_for(n_tasks, add_range);
 }
 
 // A gradient tensor we may write into: owned, contiguous and not aliased by a saved forward tensor.

@@ -28,8 +28,9 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
                        const Tensor& positions, int layer, KvCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
   Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
-  Tensor k = reshape(linear(x, w.wk, w.bk), {B, T, Hkv, D});
-  Tensor v = reshape(linear(x, w.wv, w.bv), {B, T, Hkv, D});
+  auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
+  Tensor k = reshape(k_flat, {B, T, Hkv, D});
+  Tensor v = reshape(v_flat, {B, T, Hkv, D});
   if (c.qk_norm) {  // RMSNorm over each head's D features
     q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
     k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);
@@ -63,8 +64,10 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
 // x [B, T, C] -> [B, T, C].
 Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
   switch (lc.mlp) {
-    case MlpKind::kGated:
-      return linear(gated_activation(linear(x, w.w_gate), linear(x, w.w_up), c.act), w.w_down);
+    case MlpKind::kGated: {
+      auto [gate, up] = linear_pair(x, w.w_gate, w.w_up);
+      return linear(gated_activation(gate, up, c.act), w.w_down);
+    }
     case MlpKind::kPlain:
       return linear(activation(linear(x, w.w_up, w.b_up), c.act), w.w_down, w.b_down);
     case MlpKind::kMoe: {

@@ -57,6 +57,25 @@ TEST(Attention, ManyRowBlocksMatchReference) {  // T > kRowBlock: per-block key 
   expect_matches_reference({1, 70, 90, 2, 1, 5, {.causal = false}}, 7);
 }
 
+// Head dims that are a multiple of 16 take the register-tiled kernels: every slice width (16..64, and
+// 64 + 16), row counts that leave partial 4-row tiles, key counts off the 32-column blocks.
+TEST(Attention, TiledCausalGqaMatchesReference) {
+  expect_matches_reference({2, 7, 7, 4, 2, 16, {}}, 31);
+  expect_matches_reference({1, 37, 37, 2, 1, 64, {}}, 32);
+  expect_matches_reference({1, 9, 9, 3, 3, 80, {}}, 33);
+}
+
+TEST(Attention, TiledNonCausalCrossLengthsMatchesReference) {
+  expect_matches_reference({2, 3, 41, 2, 1, 32, {.causal = false}}, 34);
+  expect_matches_reference({1, 10, 5, 2, 2, 48, {.causal = false}}, 35);
+}
+
+TEST(Attention, TiledWindowOffsetSoftcapMatchesReference) {
+  expect_matches_reference({1, 5, 70, 2, 1, 16, {.window = 3, .q_offset = 60}}, 36);
+  expect_matches_reference({2, 45, 50, 4, 2, 32, {.window = 20, .q_offset = 5}}, 37);
+  expect_matches_reference({2, 6, 6, 4, 1, 64, {.scale = 0.2f, .softcap = 2.f}}, 38);
+}
+
 // Attention is smooth; central differences with eps 1e-2 in f32 have truncation error ~eps²·|f'''| and
 // rounding error ~1e-7·|f|/eps, both ~1e-4 relative here, so 2e-3 separates a wrong rule from noise.
 double grad_error(const Case& c, uint32_t seed) {
@@ -74,6 +93,13 @@ TEST(Attention, GradientNonCausal) { grad_error({1, 3, 6, 2, 1, 4, {.causal = fa
 TEST(Attention, GradientWindowOffset) { grad_error({1, 4, 9, 2, 2, 3, {.window = 3, .q_offset = 5}}, 13); }
 TEST(Attention, GradientSoftcap) { grad_error({1, 5, 5, 2, 1, 3, {.scale = 1.3f, .softcap = 1.5f}}, 14); }
 TEST(Attention, GradientManyRowBlocks) { grad_error({1, 70, 70, 1, 1, 2, {.window = 50}}, 15); }
+
+TEST(Attention, TiledGradientCausalGqa) { grad_error({2, 6, 6, 4, 2, 16, {}}, 41); }
+TEST(Attention, TiledGradientNonCausal) { grad_error({1, 3, 37, 2, 1, 16, {.causal = false}}, 42); }
+TEST(Attention, TiledGradientWindowOffset) { grad_error({1, 9, 40, 2, 2, 16, {.window = 5, .q_offset = 31}}, 43); }
+TEST(Attention, TiledGradientSoftcapWideHead) {
+  grad_error({1, 5, 5, 2, 1, 80, {.scale = 0.3f, .softcap = 1.5f}}, 44);
+}
 
 TEST(Attention, GradientOnlyForInputsThatNeedIt) {
   Tensor q = random_tensor({1, 4, 2, 3}, 1), k = random_tensor({1, 4, 1, 3}, 2).set_requires_grad(),

@@ -8,6 +8,7 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
+#include "lathe/ops/gemm_pair.h"
 #include "lathe/ops/parallel_rows.h"
 #include "lathe/ops/softcap.h"
 #include "lathe/ops/vec_math.h"
@@ -58,8 +59,8 @@ Tensor mean_loss(const std::vector<float>& row_loss, const int32_t* labels, int 
 
 // c[m, n] = a[m, k] · op(w) (+ beta·c) for a head weight w [V, C] of either dtype; w_offset selects rows.
 void gemm_head(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const Tensor& w, int64_t w_offset, int64_t ldb, float* c, int64_t ldc, float beta) {
-  const ThreadPool& pool = current_context().pool;
+               const Tensor& w, int64_t w_offset, int64_t ldb, float* c, int64_t ldc, float beta,
+               const ThreadPool& pool = current_context().pool) {
   if (w.dtype() == DType::kBF16)
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a, lda, w.data<bf16>() + w_offset, ldb, c, ldc,
                                           1.f, beta},
@@ -231,12 +232,16 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
             }
           }
         });
-        if (want_h) gemm_head(false, false, n, c, vc, da, vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f);
-        if (want_w) {
-          cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hp, c, dw.data<float>() + v0 * c,
-                                                 c, 1.f, 0.f},
-                    current_context().pool);
-        }
+        // dh (+)= da · w_chunk (task 0) and dw_chunk = daᵀ · hidden (task 1): independent, equal FLOPs.
+        const auto product = [&](int64_t task, const ThreadPool& pool) {
+          if (task == 0 && want_h)
+            gemm_head(false, false, n, c, vc, da, vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f, pool);
+          if (task == 1 && want_w)
+            cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hp, c, dw.data<float>() + v0 * c,
+                                                   c, 1.f, 0.f},
+                      pool);
+        };
+        run_gemm_pair(want_h && want_w, product);
       }
       return {dh, dw};
     });

@@ -4,14 +4,14 @@
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
+#include "lathe/ops/gemm_pair.h"
 
 namespace lathe {
 namespace {
 
 // out[M, N] (=|+=) op(a)·op(b) with a f32 and b f32 or bf16, all contiguous row-major.
 void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
-               float* out, float beta) {
-  const ThreadPool& pool = current_context().pool;
+               float* out, float beta, const ThreadPool& pool = current_context().pool) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (b.dtype() == DType::kBF16) {
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
@@ -26,7 +26,9 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 
 }  // namespace
 
-Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+namespace {
+
+void check_linear_args(const Tensor& x_in, const Tensor& w, const Tensor& b) {
   LATHE_CHECK_ARG(x_in.dtype() == DType::kF32, "[linear] input must be f32, got ", dtype_name(x_in.dtype()));
   LATHE_CHECK_ARG(w.dim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
                   "[linear] weight must be 2-D f32 or bf16, got ", shape_str(w.shape()), " ",
@@ -35,36 +37,52 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
                   " does not match weight [out, in] = ", shape_str(w.shape()));
   LATHE_CHECK_ARG(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.dtype() == DType::kF32),
                   "[linear] bias must be f32 [", w.size(0), "], got ", b.defined() ? shape_str(b.shape()) : "");
-  const Tensor x = x_in.contiguous();
-  const Tensor wc = w.contiguous();
-  const int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
-  Shape out_shape = x.shape();
-  out_shape.back() = out;
-  Tensor y = Tensor::empty(out_shape);
-  float* yp = y.data<float>();
-  float beta = 0.f;
-  if (b.defined()) {  // seed every row with the bias, then accumulate the product onto it
-    const float* bp = b.contiguous().data<float>();
-    for (int64_t r = 0; r < n; ++r) std::memcpy(yp + r * out, bp, out * sizeof(float));
-    beta = 1.f;
-  }
-  gemm_into(false, true, n, out, in, x, wc, yp, beta);
+}
 
-  if (needs_grad({&x_in, &w, &b})) {
+// One linear of a validated, contiguous x: y = x · wᵀ + b sized here, computed by compute(pool) on any
+// pool (linear_pair runs two side by side), and its gradient rule recorded by finish().
+struct LinearJob {
+  Tensor x_in, x, w, wc, b, y;
+  int64_t in = 0, out = 0, n = 0;
+
+  LinearJob(const Tensor& x_in_, const Tensor& x_, const Tensor& w_, const Tensor& b_)
+      : x_in(x_in_), x(x_), w(w_), wc(w_.contiguous()), b(b_) {
+    in = w.size(1);
+    out = w.size(0);
+    n = x.numel() / in;
+    Shape out_shape = x.shape();
+    out_shape.back() = out;
+    y = Tensor::empty(out_shape);
+  }
+
+  void compute(const ThreadPool& pool) {
+    float* yp = y.data<float>();
+    float beta = 0.f;
+    if (b.defined()) {  // seed every row with the bias, then accumulate the product onto it
+      const float* bp = b.contiguous().data<float>();
+      for (int64_t r = 0; r < n; ++r) std::memcpy(yp + r * out, bp, out * sizeof(float));
+      beta = 1.f;
+    }
+    gemm_into(false, true, n, out, in, x, wc, yp, beta, pool);
+  }
+
+  Tensor finish() {
+    if (!needs_grad({&x_in, &w, &b})) return y;
     const bool want_x = x_in.requires_grad(), want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
     LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32, "[linear] gradients need an f32 weight (bf16 is inference-only)");
     Tensor xs = x.detach(), ws = wc.detach();
+    const int64_t n_ = n, in_ = in, out_ = out;
     record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {
+      const int64_t n = n_, in = in_, out = out_;
       const Tensor g = g_in.contiguous();  // [n, out]
-      Tensor dx, dw, db;
-      if (want_x) {  // dx[n, in] = g[n, out] · w[out, in]
-        dx = Tensor::empty(xs.shape());
-        gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f);
-      }
-      if (want_w) {  // dw[out, in] = gᵀ[out, n] · x[n, in]
-        dw = Tensor::empty(ws.shape());
-        gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f);
-      }
+      Tensor dx = want_x ? Tensor::empty(xs.shape()) : Tensor(), dw = want_w ? Tensor::empty(ws.shape()) : Tensor();
+      // dx[n, in] = g[n, out] · w[out, in] (task 0); dw[out, in] = gᵀ[out, n] · x[n, in] (task 1).
+      const auto product = [&](int64_t task, const ThreadPool& pool) {
+        if (task == 0 && want_x) gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
+        if (task == 1 && want_w) gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f, pool);
+      };
+      run_gemm_pair(want_x && want_w, product);
+      Tensor db;
       if (want_b) {  // db[out] = Σ_rows g
         db = Tensor::zeros({out});
         float* dbp = db.data<float>();
@@ -74,8 +92,30 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
       }
       return {dx, dw, db};
     });
+    return y;
   }
-  return y;
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+  check_linear_args(x_in, w, b);
+  LinearJob job(x_in, x_in.contiguous(), w, b);
+  job.compute(current_context().pool);
+  return job.finish();
+}
+
+std::pair<Tensor, Tensor> linear_pair(const Tensor& x_in, const Tensor& w0, const Tensor& w1, const Tensor& b0,
+                                      const Tensor& b1) {
+  check_linear_args(x_in, w0, b0);
+  check_linear_args(x_in, w1, b1);
+  const Tensor x = x_in.contiguous();
+  LinearJob j0(x_in, x, w0, b0), j1(x_in, x, w1, b1);
+  // Side by side only when the two GEMMs are equal (else one thread would idle part of the time).
+  run_gemm_pair(w0.shape() == w1.shape(), [&](int64_t task, const ThreadPool& pool) {
+    (task == 0 ? j0 : j1).compute(pool);
+  });
+  return {j0.finish(), j1.finish()};
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {

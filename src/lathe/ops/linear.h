@@ -1,12 +1,19 @@
 // Linear layer and plain matmul: the GEMM-backed ops every block is built from.
 #pragma once
 
+#include <utility>
+
 #include "lathe/tensor/tensor.h"
 
 namespace lathe {
 
 // y = x · wᵀ + b.  x [..., in] f32; w [out, in] f32 or bf16; b [out] or undefined -> y [..., out] f32.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// {linear(x, w0, b0), linear(x, w1, b1)}: two projections of one input (gate and up; k and v), the same
+// results and gradients; on a 2-thread pool two equal-shaped GEMMs run side by side, one thread each.
+std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Tensor& w0, const Tensor& w1,
+                                      const Tensor& b0 = Tensor(), const Tensor& b1 = Tensor());
 
 // c = a · b (2-D).  a [M, K], b [K, N] f32 -> c [M, N].
 Tensor matmul(const Tensor& a, const Tensor& b);

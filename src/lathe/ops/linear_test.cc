@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "lathe/autograd/node.h"
+#include "lathe/base/context.h"
+#include "lathe/ops/elementwise.h"
 #include "lathe/ops/gradcheck.h"
 
 namespace lathe {
@@ -33,6 +36,54 @@ TEST(Linear, GradientsMatchFiniteDifferences) {
 TEST(Matmul, GradientsMatchFiniteDifferences) {
   std::vector<Tensor> in = {random_tensor({4, 6}, 1).set_requires_grad(), random_tensor({6, 3}, 2).set_requires_grad()};
   auto r = gradcheck([](const std::vector<Tensor>& t) { return matmul(t[0], t[1]); }, in);
+  EXPECT_LT(r.max_rel_err, 1e-3) << r.report;
+}
+
+// backward of Σ y0·g0 + Σ y1·g1 (one loss node over both outputs, as gradcheck builds for one).
+void backward_pair(const Tensor& y0, const Tensor& y1) {
+  Tensor g0 = random_tensor(y0.shape(), 11), g1 = random_tensor(y1.shape(), 12);
+  Tensor loss = Tensor::full({1}, 0.f);
+  record(loss, "pair_loss", {y0, y1}, [g0, g1](const Tensor&) -> std::vector<Tensor> { return {g0.clone(), g1.clone()}; });
+  backward(loss);
+}
+
+// linear_pair is two linears: equal shapes (run side by side on a 2-thread pool) and unequal ones (one
+// after the other); the same GEMMs on the same data, so values and gradients match exactly.
+TEST(Linear, PairEqualsTwoLinearsAtOneAndTwoThreads) {
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    ContextScope scope(ctx);
+    for (int64_t out1 : {96, 40}) {
+      Tensor x = random_tensor({2, 37, 48}, 1).set_requires_grad(), w0 = random_tensor({96, 48}, 2).set_requires_grad(),
+             w1 = random_tensor({out1, 48}, 3).set_requires_grad(), b1 = random_tensor({out1}, 4).set_requires_grad();
+      auto [y0, y1] = linear_pair(x, w0, w1, Tensor(), b1);
+      backward_pair(y0, y1);
+      const std::vector<float> pgx = x.grad().to_vector(), pg0 = w0.grad().to_vector(), pg1 = w1.grad().to_vector(),
+                               pgb = b1.grad().to_vector();
+      x.zero_grad(), w0.zero_grad(), w1.zero_grad(), b1.zero_grad();
+      Tensor z0 = linear(x, w0), z1 = linear(x, w1, b1);
+      EXPECT_EQ(y0.to_vector(), z0.to_vector());
+      EXPECT_EQ(y1.to_vector(), z1.to_vector());
+      backward_pair(z0, z1);
+      EXPECT_EQ(pgx, x.grad().to_vector()) << threads << " threads, out1 " << out1;
+      EXPECT_EQ(pg0, w0.grad().to_vector());
+      EXPECT_EQ(pg1, w1.grad().to_vector());
+      EXPECT_EQ(pgb, b1.grad().to_vector());
+    }
+  }
+}
+
+TEST(Linear, PairGradientsMatchFiniteDifferences) {
+  Context ctx(2);
+  ContextScope scope(ctx);
+  std::vector<Tensor> in = {random_tensor({6, 5}, 1).set_requires_grad(), random_tensor({3, 5}, 2).set_requires_grad(),
+                            random_tensor({3, 5}, 3).set_requires_grad()};
+  auto r = gradcheck(
+      [](const std::vector<Tensor>& t) {
+        auto [y0, y1] = linear_pair(t[0], t[1], t[2]);
+        return add(y0, scale(y1, 0.5f));
+      },
+      in);
   EXPECT_LT(r.max_rel_err, 1e-3) << r.report;
 }
 
