@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 }
 rm -rf "$OUT/run"
 "$LATHE" pretrain recipes/quickstart.yaml data.train="$OUT/data/world" data.val="$OUT/data/world" \
-  run.dir="$OUT/run" schedule.steps="$STEPS" schedule.warmup_steps=10 checkpoint.save_initial=true eval.every=0 \
+  run.dir="$OUT/run" schedule.steps="$STEPS" schedule.warmup_steps=10 checkpoint.save_initial=true eval.every=0 eval.target_val_loss=0 \
   --no-samples
 # PyTorch's OpenMP threads spin-wait and collapse on a busy host; passive waits keep the comparison usable.
 OMP_WAIT_POLICY=passive "$PY" bench/torch_pretrain_ref.py "$OUT/run" --steps "$STEPS" --threads "${THREADS:-2}"
