@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lathe/base/context.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
 
@@ -47,6 +48,12 @@ TEST(ModelCreate, InitialisesLikeTheFamilyAndIsReproducible) {
       EXPECT_NEAR(std_of(w.layers[0].wo), expect, 0.15 * expect);
     }
     EXPECT_EQ(a->weights().embed.to_vector(), b->weights().embed.to_vector());
+    {  // the initialisation does not depend on the thread count
+      Context one(1);
+      ContextScope scope(one);
+      auto single = Model::create(cfg, 7);
+      EXPECT_EQ(single->weights().embed.to_vector(), a->weights().embed.to_vector());
+    }
     EXPECT_NE(a->weights().embed.to_vector(), c->weights().embed.to_vector());
     // Saved and reloaded: the same logits.
     const std::string dir = testing::scratch_dir("create_" + family);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "lathe/autograd/node.h"
+#include "lathe/base/context.h"
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
@@ -131,8 +132,13 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
       // GPT-2 scales the residual projections so the residual stream's variance does not grow with depth.
       const bool residual_proj = gpt2 && b.name.ends_with("c_proj.weight");
       const float s = residual_proj ? std_dev / std::sqrt(2.f * static_cast<float>(m->cfg_.n_layers)) : std_dev;
-      CounterRng rng{derive_key(seed, hash_name(b.name)), 0};
-      for (int64_t j = 0; j < n; ++j) x[j] = s * rng.next_normal();
+      // Element j draws from counters 2j+1 and 2j+2 of the tensor's key: the same values on any thread count.
+      const uint64_t key = derive_key(seed, hash_name(b.name));
+      constexpr int64_t kChunk = 1 << 16;
+      current_context().pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c, int) {
+        CounterRng rng{key, static_cast<uint64_t>(2 * c * kChunk)};
+        for (int64_t j = c * kChunk; j < std::min(n, (c + 1) * kChunk); ++j) x[j] = s * rng.next_normal();
+      });
     }
     b.load(t);
   }
