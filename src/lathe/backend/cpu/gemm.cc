@@ -93,22 +93,51 @@ struct OpView {
 
 // Packs [kc][W] micro-panels from an operand whose k rows are contiguous (A with trans_a, B without
 // trans_b): columns [c0, c0 + width) of rows p0..p0+kc of the stored matrix, zero from c_end on. The k
-// loop is outermost so each stored row is read as one contiguous run (a column strip per panel would
-// touch one or two cache lines per row, which the hardware prefetcher does not follow).
+// loop is outermost so each stored row is read as one contiguous run, and the run kPackAhead rows below
+// is prefetched: a new row is a new stream that the hardware prefetcher would meet with a miss per row.
+constexpr int kPackAhead = 8;
+
+template <int W, class T>
+void pack_rows_w(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t width, int64_t c_end, float* dst) {
+  const int64_t full = std::clamp<int64_t>((c_end - c0) / W, 0, width / W);  // panels with W valid columns
+  const int64_t panels = width / W;
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* s = v.x + (p0 + p) * v.ld + c0;
+    if (p + kPackAhead < kc) {
+      const char* ahead = reinterpret_cast<const char*>(s + kPackAhead * v.ld);
+      const int64_t bytes = std::min(width, c_end - c0) * static_cast<int64_t>(sizeof(T));
+      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ahead + off, 0, 2);  // to L2
+    }
+    float* d = dst + p * W;
+    int64_t panel = 0;
+    for (; panel < full; ++panel, s += W, d += kc * W)
+      for (int j = 0; j < W; ++j) d[j] = to_f32(s[j]);  // compile-time W: whole vector moves
+    for (; panel < panels; ++panel, s += W, d += kc * W) {
+      const int64_t valid = std::clamp<int64_t>(c_end - (c0 + panel * W), 0, W);
+      for (int j = 0; j < W; ++j) d[j] = j < valid ? to_f32(s[j]) : 0.f;
+    }
+  }
+}
+
+// width is a multiple of w; the tiers' MR and NR get a compile-time width.
 template <class T>
 void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t width, int64_t c_end, int w,
                float* dst) {
+  switch (w) {
+    case 32: return pack_rows_w<32>(v, p0, kc, c0, width, c_end, dst);
+    case 16: return pack_rows_w<16>(v, p0, kc, c0, width, c_end, dst);
+    case 14: return pack_rows_w<14>(v, p0, kc, c0, width, c_end, dst);
+    case 6: return pack_rows_w<6>(v, p0, kc, c0, width, c_end, dst);
+    case 4: return pack_rows_w<4>(v, p0, kc, c0, width, c_end, dst);
+    default: break;
+  }
   for (int64_t p = 0; p < kc; ++p) {
     const T* s = v.x + (p0 + p) * v.ld;
     for (int64_t panel = 0; panel * w < width; ++panel) {
       float* d = dst + panel * kc * w + p * w;
       const int64_t c = c0 + panel * w;
       const int64_t valid = std::clamp<int64_t>(c_end - c, 0, w);
-      if (valid == w) {
-        for (int j = 0; j < w; ++j) d[j] = to_f32(s[c + j]);  // vectorised: no per-element branch
-      } else {
-        for (int j = 0; j < w; ++j) d[j] = j < valid ? to_f32(s[c + j]) : 0.f;
-      }
+      for (int j = 0; j < w; ++j) d[j] = j < valid ? to_f32(s[c + j]) : 0.f;
     }
   }
 }
@@ -193,10 +222,12 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 // ---------------------------------------------------------------------------------------------------
 // Blocked algorithm.
 
-// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop; the packed
-// B block (KC x NC = 768 KiB) stays in the worker's L2; the packed A block (MC x KC) is shared by the
-// workers and lives in L3.
-constexpr int64_t kKc = 384, kNc = 512, kMc = 1008;
+// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop while B
+// micro-panels stream from the worker's L2, which holds the packed B block (KC x NC = 768 KiB). The packed
+// A block covers all M rows when it fits kMaxAPack (it is only streamed panel by panel, from L2 or L3), so
+// each element of A and B is packed exactly once per call (the B block is not re-packed per M block).
+constexpr int64_t kKc = 384, kNc = 512;
+constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A block elements (16 MiB f32)
 
 // The transposing packer of the tier for element type T (nullptr: portable loop).
 template <class T>
@@ -205,8 +236,8 @@ PackTransposeFn<T> pack_t_for(const GemmKernels& kern) {
   else return kern.pack_t_bf16;
 }
 
-// Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with
-// MC = 1008 would otherwise leave a 16-row block and pack B twice).
+// Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with a
+// 1008-row limit would otherwise leave a 16-row block).
 int64_t balanced_block(int64_t extent, int64_t max_block, int64_t unit) {
   const int64_t n_blocks = (extent + max_block - 1) / max_block;
   const int64_t block = (extent + n_blocks - 1) / n_blocks;
@@ -220,22 +251,26 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const OpView<TA> a{g.a, g.lda, g.trans_a};
   const OpView<TB> b{g.b, g.ldb, g.trans_b};
   const int64_t m = g.m, n = g.n, k = g.k;
-  const int64_t mc_blk = balanced_block(m, kMc, mr);  // rows of a packed A block (split_n)
-  const int64_t kc_blk = balanced_block(k, kKc, 2);    // even: bf16 pairs never straddle two blocks
+  const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
+  const int64_t kcp_max = kPairs ? kc_blk / 2 : kc_blk;
+  const int64_t mc_max = std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr);
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
-  const int64_t kcp_max = kPairs ? kc_blk / 2 : kc_blk;
   const int64_t n_panels = (n + nr - 1) / nr;
 
-  // Two workers split the columns (each packs its own B, the A block is packed cooperatively and shared)
-  // unless there are too few column panels; then they split the rows and each packs what it needs.
+  // Workers split the columns: each packs its own B, and the A block is packed cooperatively into one of
+  // two shared buffers, with one barrier per block (the other buffer is still being read by the slower
+  // worker, and the barrier of block s proves both finished block s - 2). With too few column panels they
+  // split the rows instead and each packs what it needs, with no barrier.
   const int64_t work = m * n * k;
   int n_workers = work < (int64_t{1} << 18) ? 1 : pool.n_threads();
   const bool split_n = n_panels >= 2 * n_workers || m < 2 * mr * n_workers;
   if (!split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, (m + mr - 1) / mr));
   if (split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, n_panels));
+  const int64_t mc_shared = balanced_block(m, mc_max, mr);
+  const int n_shared = split_n ? (n_workers > 1 ? 2 : 1) : 0;
+  Scratch<PackT> a_shared(n_shared * mc_shared * kcp_max);
 
-  Scratch<PackT> a_shared(split_n ? mc_blk * kcp_max : 0);
   pool.run_on_workers(n_workers, [&](int w, int nw) {
     // This worker's rows [m0, m1) and columns [n0, n1).
     int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
@@ -247,21 +282,22 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
       m0 = row_panels * w / nw * mr;
       m1 = std::min(m, row_panels * (w + 1) / nw * mr);
     }
-    const int64_t my_mc = split_n ? mc_blk : balanced_block(std::max<int64_t>(m1 - m0, 1), kMc, mr);
+    const int64_t my_mc = split_n ? mc_shared : balanced_block(std::max<int64_t>(m1 - m0, 1), mc_max, mr);
     Scratch<PackT> a_own(split_n ? 0 : my_mc * kcp_max);
     const int64_t my_nc = balanced_block(std::max<int64_t>(n1 - n0, 1), kNc, nr);
     Scratch<PackT> b_pack(my_nc * kcp_max);
-    PackT* a_pack = split_n ? a_shared.p : a_own.p;
 
+    int64_t step = 0;  // A blocks packed so far: selects the shared buffer
     for (int64_t i0 = m0; i0 < m1; i0 += my_mc) {
       const int64_t mc = std::min(my_mc, m1 - i0);
       const int64_t a_panels = (mc + mr - 1) / mr;
-      for (int64_t p0 = 0; p0 < k; p0 += kc_blk) {
+      for (int64_t p0 = 0; p0 < k; p0 += kc_blk, ++step) {
         const int64_t kc = std::min(kc_blk, k - p0);
         const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
         const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
+        PackT* a_pack = a_own.p;
         if (split_n) {
-          if (nw > 1) pool.barrier();
+          a_pack = a_shared.p + (step % n_shared) * mc_shared * kcp_max;
           pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, a_panels * w / nw, a_panels * (w + 1) / nw, pack_ta, a_pack);
           if (nw > 1) pool.barrier();
         } else {
