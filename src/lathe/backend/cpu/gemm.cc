@@ -2,6 +2,7 @@
 // Goto/BLIS blocked algorithm (pack A and B into cache-sized panels, call the tier's register-tiled
 // micro-kernel), split over the ThreadPool's workers.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -223,11 +224,11 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 // Blocked algorithm.
 
 // Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop while B
-// micro-panels stream from the worker's L2, which holds the packed B block (KC x NC = 768 KiB). The packed
-// A block covers all M rows when it fits kMaxAPack (it is only streamed panel by panel, from L2 or L3), so
-// each element of A and B is packed exactly once per call (the B block is not re-packed per M block).
+// micro-panels stream from the worker's L2, which holds the packed B block (KC x NC <= 768 KiB).
+// A is packed in stages of all M rows x as many KC blocks as fit kMaxAPack (for every shape of a GPT-2
+// step and 1024^3: all of A, once), so each element of A and B is packed exactly once per call.
 constexpr int64_t kKc = 384, kNc = 512;
-constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A block elements (16 MiB f32)
+constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A elements per stage (16 MiB f32)
 
 // The transposing packer of the tier for element type T (nullptr: portable loop).
 template <class T>
@@ -248,71 +249,84 @@ template <class TA, class TB, class PackT, class Kernel>
 void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const GemmArgs<TA, TB>& g,
                   const ThreadPool& pool) {
   constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
+  const auto packed_k = [](int64_t kc) { return kPairs ? (kc + 1) / 2 : kc; };  // packed steps of kc
   const OpView<TA> a{g.a, g.lda, g.trans_a};
   const OpView<TB> b{g.b, g.ldb, g.trans_b};
   const int64_t m = g.m, n = g.n, k = g.k;
-  const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
-  const int64_t kcp_max = kPairs ? kc_blk / 2 : kc_blk;
-  const int64_t mc_max = std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr);
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
   const int64_t n_panels = (n + nr - 1) / nr;
 
-  // Workers split the columns: each packs its own B, and the A block is packed cooperatively into one of
-  // two shared buffers, with one barrier per block (the other buffer is still being read by the slower
-  // worker, and the barrier of block s proves both finished block s - 2). With too few column panels they
-  // split the rows instead and each packs what it needs, with no barrier.
+  // Workers split the columns and share A, unless there are too few column panels: then they split the
+  // rows and each packs what it needs (no barrier).
   const int64_t work = m * n * k;
   int n_workers = work < (int64_t{1} << 18) ? 1 : pool.n_threads();
   const bool split_n = n_panels >= 2 * n_workers || m < 2 * mr * n_workers;
   if (!split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, (m + mr - 1) / mr));
   if (split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, n_panels));
-  const int64_t mc_shared = balanced_block(m, mc_max, mr);
-  const int n_shared = split_n ? (n_workers > 1 ? 2 : 1) : 0;
-  Scratch<PackT> a_shared(n_shared * mc_shared * kcp_max);
+  const bool shared = split_n && n_workers > 1;
+
+  // A stage: rows [i0, i0 + mc) x K blocks [pb, pe), packed as consecutive [panels][kcp][MR] blocks.
+  const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
+  const int64_t kcp_max = packed_k(kc_blk);
+  const int64_t rows_max = split_n ? m : ((m + mr - 1) / mr + n_workers - 1) / n_workers * mr;  // per worker
+  const int64_t rows_up = (rows_max + mr - 1) / mr * mr;
+  const int64_t blocks_per_stage = std::clamp<int64_t>(kMaxAPack / (rows_up * kcp_max), 1, (k + kc_blk - 1) / kc_blk);
+  const int64_t mc_blk = blocks_per_stage > 1 ? rows_up : balanced_block(rows_max, std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr), mr);
+  const int64_t k_stage = blocks_per_stage * kc_blk;
+  const int64_t stage_elems = mc_blk * blocks_per_stage * kcp_max;
+
+  // Column chunks: the unit a worker packs B for and computes. Shared workers claim chunks from a counter
+  // (one per stage, so none needs resetting): a worker that the OS deschedules on a busy host then holds
+  // up only the chunk it has, not a static half of the columns.
+  const int64_t chunk_panels =
+      shared ? std::clamp<int64_t>(n_panels / (4 * n_workers), 1, kNc / nr) : std::min<int64_t>(n_panels, kNc / nr);
+  const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
+  const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
+  std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
+  // Two shared A buffers: a worker packs stage s + 1 while the other may still compute on stage s; the
+  // barrier after packing stage s + 1 proves both have finished stage s - 1, whose buffer comes next.
+  Scratch<PackT> a_shared(shared ? 2 * stage_elems : 0);
 
   pool.run_on_workers(n_workers, [&](int w, int nw) {
-    // This worker's rows [m0, m1) and columns [n0, n1).
-    int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
-    if (split_n) {
-      n0 = n_panels * w / nw * nr;
-      n1 = std::min(n, n_panels * (w + 1) / nw * nr);
-    } else {
+    int64_t m0 = 0, m1 = m;  // this worker's rows
+    if (!split_n) {
       const int64_t row_panels = (m + mr - 1) / mr;
       m0 = row_panels * w / nw * mr;
       m1 = std::min(m, row_panels * (w + 1) / nw * mr);
     }
-    const int64_t my_mc = split_n ? mc_shared : balanced_block(std::max<int64_t>(m1 - m0, 1), mc_max, mr);
-    Scratch<PackT> a_own(split_n ? 0 : my_mc * kcp_max);
-    const int64_t my_nc = balanced_block(std::max<int64_t>(n1 - n0, 1), kNc, nr);
-    Scratch<PackT> b_pack(my_nc * kcp_max);
-
-    int64_t step = 0;  // A blocks packed so far: selects the shared buffer
-    for (int64_t i0 = m0; i0 < m1; i0 += my_mc) {
-      const int64_t mc = std::min(my_mc, m1 - i0);
+    Scratch<PackT> a_own(shared ? 0 : stage_elems);
+    Scratch<PackT> b_pack(chunk_cols * kcp_max);
+    int64_t stage = 0;
+    for (int64_t i0 = m0; i0 < m1; i0 += mc_blk) {
+      const int64_t mc = std::min(mc_blk, m1 - i0);
       const int64_t a_panels = (mc + mr - 1) / mr;
-      for (int64_t p0 = 0; p0 < k; p0 += kc_blk, ++step) {
-        const int64_t kc = std::min(kc_blk, k - p0);
-        const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
-        const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
-        PackT* a_pack = a_own.p;
-        if (split_n) {
-          a_pack = a_shared.p + (step % n_shared) * mc_shared * kcp_max;
-          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, a_panels * w / nw, a_panels * (w + 1) / nw, pack_ta, a_pack);
-          if (nw > 1) pool.barrier();
-        } else {
-          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, 0, a_panels, pack_ta, a_pack);
+      for (int64_t pb = 0; pb < k; pb += k_stage, ++stage) {
+        const int64_t pe = std::min(k, pb + k_stage);
+        PackT* a_pack = shared ? a_shared.p + (stage % 2) * stage_elems : a_own.p;
+        const int64_t pan0 = shared ? a_panels * w / nw : 0, pan1 = shared ? a_panels * (w + 1) / nw : a_panels;
+        for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
+          pack_a<TA, PackT>(a, i0, mc, p0, std::min(kc_blk, pe - p0), mr, pan0, pan1, pack_ta,
+                            a_pack + a_panels * mr * packed_k(p0 - pb));
         }
-        for (int64_t j0 = n0; j0 < n1; j0 += my_nc) {
-          const int64_t nc = std::min(my_nc, n1 - j0);
-          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack.p);
-          for (int64_t ip = 0; ip < a_panels; ++ip) {
-            const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
-            const PackT* ap = a_pack + ip * kcp * mr;
-            float* crow = g.c + (i0 + ip * mr) * g.ldc;
-            for (int64_t jp = 0; jp * nr < nc; ++jp) {
-              const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
-              kernel(kcp, ap, b_pack.p + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows, cols, g.alpha, beta);
+        if (shared) pool.barrier();
+        for (int64_t next = 0;;) {
+          const int64_t chunk = shared ? claimed[stage].fetch_add(1, std::memory_order_relaxed) : next++;
+          if (chunk >= n_chunks) break;
+          const int64_t j0 = chunk * chunk_cols, nc = std::min(chunk_cols, n - j0);
+          for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
+            const int64_t kc = std::min(kc_blk, pe - p0), kcp = packed_k(kc);
+            const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
+            pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack.p);
+            const PackT* a_block = a_pack + a_panels * mr * packed_k(p0 - pb);
+            for (int64_t ip = 0; ip < a_panels; ++ip) {
+              const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
+              float* crow = g.c + (i0 + ip * mr) * g.ldc;
+              for (int64_t jp = 0; jp * nr < nc; ++jp) {
+                const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
+                kernel(kcp, a_block + ip * kcp * mr, b_pack.p + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows,
+                       cols, g.alpha, beta);
+              }
             }
           }
         }
