@@ -263,8 +263,13 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t kcp_max = packed_k(kc_blk);
   const int64_t rows_max = split_n ? m : ((m + mr - 1) / mr + n_workers - 1) / n_workers * mr;  // per worker
   const int64_t rows_up = (rows_max + mr - 1) / mr * mr;
-  const int64_t blocks_per_stage = std::clamp<int64_t>(kMaxAPack / (rows_up * kcp_max), 1, (k + kc_blk - 1) / kc_blk);
-  const int64_t mc_blk = blocks_per_stage > 1 ? rows_up : balanced_block(rows_max, std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr), mr);
+  // All rows and as many K blocks as fit kMaxAPack; when not even one K block fits, one K block of as
+  // many rows as fit.
+  const int64_t blocks_per_stage =
+      std::clamp<int64_t>(kMaxAPack / (rows_up * kcp_max), 1, (k + kc_blk - 1) / kc_blk);
+  const int64_t mc_blk =
+      blocks_per_stage > 1 ? rows_up
+                           : balanced_block(rows_max, std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr), mr);
   const int64_t k_stage = blocks_per_stage * kc_blk;
   const int64_t stage_elems = mc_blk * blocks_per_stage * kcp_max;
 
@@ -276,11 +281,11 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
   const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
   std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
-  // Two shared A buffers: a worker packs stage s + 1 while the other may still compute on stage s; the
-  // barrier after packing stage s + 1 proves both have finished stage s - 1, whose buffer comes next.
   // All packing buffers in one block from the calling thread's Context allocator, which keeps large
   // freed blocks: a fresh mapping per call cost ~2% of the call in page faults. Each buffer starts on a
-  // 64-byte boundary (the kernels load packed panels with aligned loads).
+  // 64-byte boundary (the kernels load packed panels with aligned loads). Shared workers use two A
+  // buffers: one may still compute on stage s while the other packs stage s + 1; the barrier after
+  // packing s + 1 proves both have finished s - 1, whose buffer stage s + 2 reuses.
   const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
   const int64_t a_shared_elems = shared ? 2 * align16(stage_elems) : 0;
   const int64_t per_worker_elems = (shared ? 0 : align16(stage_elems)) + align16(chunk_cols * kcp_max);
