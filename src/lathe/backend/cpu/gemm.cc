@@ -283,9 +283,10 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
   // All packing buffers in one block from the calling thread's Context allocator, which keeps large
   // freed blocks: a fresh mapping per call cost ~2% of the call in page faults. Each buffer starts on a
-  // 64-byte boundary (the kernels load packed panels with aligned loads). Shared workers use two A
-  // buffers: one may still compute on stage s while the other packs stage s + 1; the barrier after
-  // packing s + 1 proves both have finished s - 1, whose buffer stage s + 2 reuses.
+  // 64-byte boundary (the kernels load packed panels with aligned loads). Shared workers alternate two A
+  // buffers: one worker may pack stage s + 1 while the other still computes on stage s, and stage s + 2
+  // (stage s's buffer again) is packed only after the barrier of stage s + 1, which both pass only once
+  // done with stage s. So one barrier per stage.
   const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
   const int64_t a_shared_elems = shared ? 2 * align16(stage_elems) : 0;
   const int64_t per_worker_elems = (shared ? 0 : align16(stage_elems)) + align16(chunk_cols * kcp_max);
