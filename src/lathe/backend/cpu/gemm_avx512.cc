@@ -238,8 +238,9 @@ LATHE_AVX512 inline void transpose16(__m512 (&r)[16]) {
 // One 16 x 16 block: rows [0, n_rows) x k [0, n_k) of src -> dst[p * stride + r] for r < 16 lanes of
 // store_mask. Rows past n_rows load as zero (a zero mask loads nothing, so they may lie past the array).
 template <class T, bool kFullK>
-LATHE_AVX512 inline void transpose_block(const T* src, int64_t ld, int n_rows, int n_k, int stride,
-                                         __mmask16 store_mask, float* dst) {
+LATHE_AVX512 __attribute__((always_inline)) inline void transpose_block(const T* src, int64_t ld, int n_rows,
+                                                                         int n_k, int stride, __mmask16 store_mask,
+                                                                         float* dst) {
   const __mmask16 k_mask = kFullK ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n_k) - 1);
   __m512 r[16];
 #pragma GCC unroll 16
