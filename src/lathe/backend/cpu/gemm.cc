@@ -223,8 +223,8 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 
 // Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop while B
 // micro-panels stream from the worker's L2, which holds the packed B block (KC x NC <= 768 KiB).
-// A is packed in stages of all M rows x as many KC blocks as fit kMaxAPack (for every shape of a GPT-2
-// step and 1024^3: all of A, once), so each element of A and B is packed exactly once per call.
+// A is packed in stages of all M rows x as many KC blocks as fit kMaxAPack (1024^3 and the GPT-2 block
+// shapes: all of A in one stage), so each element of A and B is packed exactly once per call.
 constexpr int64_t kKc = 384, kNc = 512;
 constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A elements per stage (16 MiB f32)
 
