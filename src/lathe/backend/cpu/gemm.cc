@@ -281,9 +281,10 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
 
   // Column chunks: the unit a worker packs B for and computes. Shared workers claim chunks from a counter
   // (one per stage, so none needs resetting): a worker that the OS deschedules on a busy host then holds
-  // up only the chunk it has, not a static half of the columns.
+  // up only the chunk it has, not a static half of the columns. About 2 chunks per worker: each chunk
+  // streams the whole packed A stage again (3 MiB for a GPT-2 dW_fc), so more would cost L3 traffic.
   const int64_t chunk_panels =
-      shared ? std::clamp<int64_t>(n_panels / (4 * n_workers), 1, kNc / nr) : std::min<int64_t>(n_panels, kNc / nr);
+      shared ? std::clamp<int64_t>(n_panels / (2 * n_workers), 1, kNc / nr) : std::min<int64_t>(n_panels, kNc / nr);
   const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
   const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
   std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
