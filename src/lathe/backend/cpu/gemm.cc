@@ -288,17 +288,22 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
   const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
   std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
-  // All packing buffers in one block from the calling thread's Context allocator, which keeps large
-  // freed blocks: a fresh mapping per call cost ~2% of the call in page faults. Each buffer starts on a
-  // 64-byte boundary (the kernels load packed panels with aligned loads). Shared workers alternate two A
-  // buffers: one worker may pack stage s + 1 while the other still computes on stage s, and stage s + 2
-  // (stage s's buffer again) is packed only after the barrier of stage s + 1, which both pass only once
-  // done with stage s. So one barrier per stage.
+  // All packing buffers in one block; a large one from the calling thread's Context allocator, which
+  // keeps freed blocks of >= 1 MiB (a fresh mapping per call cost ~2% of the call in page faults), a small
+  // one from the heap (GEMMs run inside pool tasks, e.g. attention's, then leave the context alone). Each
+  // buffer starts on a 64-byte boundary (the kernels load packed panels with aligned loads). Shared
+  // workers alternate two A buffers: one worker may pack stage s + 1 while the other still computes on
+  // stage s, and stage s + 2 (stage s's buffer again) is packed only after the barrier of stage s + 1,
+  // which both pass only once done with stage s. So one barrier per stage.
   const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
   const int64_t a_shared_elems = shared ? 2 * align16(stage_elems) : 0;
   const int64_t per_worker_elems = (shared ? 0 : align16(stage_elems)) + align16(chunk_cols * kcp_max);
-  const std::shared_ptr<void> scratch = current_context().alloc.allocate(
-      static_cast<size_t>(a_shared_elems + n_workers * per_worker_elems) * sizeof(PackT));
+  const size_t scratch_bytes = static_cast<size_t>(a_shared_elems + n_workers * per_worker_elems) * sizeof(PackT);
+  const std::shared_ptr<void> scratch =
+      scratch_bytes >= (size_t{1} << 20)
+          ? current_context().alloc.allocate(scratch_bytes)
+          : std::shared_ptr<void>(::operator new(scratch_bytes, std::align_val_t(64)),
+                                  [](void* p) { ::operator delete(p, std::align_val_t(64)); });
   PackT* const a_shared = static_cast<PackT*>(scratch.get());
 
   pool.run_on_workers(n_workers, [&](int w, int nw) {
