@@ -1,8 +1,17 @@
 // Google Benchmark of the CPU gemm: a square 1024^3 product, the GPT-2 124M training-step shapes
 // (B*T = 256 tokens, C = 768; forward, dX and dW) and batch-1 decode GEMVs with Llama-1B shapes.
 // Counters: FLOP/s for the products, weight bytes/s for the GEMVs. The thread count is the last Arg.
-//   build/release/gemm_bench --benchmark_filter=BM_Gemm_F32 --benchmark_min_time=1
+// BM_PeakFma is the fp32 FMA peak (as bench/peak_fma.cc) on the same ThreadPool: on a shared host, run it
+// in the same invocation with random interleaving so that peak and GEMMs meet the same load, e.g.
+//   build/release/gemm_bench --benchmark_filter='BM_(PeakFma|Gemm_F32)/' --benchmark_repetitions=5
+//     --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2
+// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as uninitialized once inlined (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdint>
 #include <random>
@@ -27,6 +36,36 @@ std::vector<T> random_vector(size_t n, uint32_t seed) {
     else x = lathe::f32_to_bf16(dist(rng));
   }
   return v;
+}
+
+// 16 independent accumulators (4-cycle FMA latency x 2 FMA ports needs >= 8 in flight); each iteration
+// is 16 FMAs x 16 lanes x 2 flops.
+__attribute__((target("avx512f,fma"))) float fma_loop(int64_t iters, float seed) {
+  constexpr int kAcc = 16;
+  __m512 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kAcc; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+// fp32 FMA peak of n workers of the pool: ~5 ms of FMAs per worker per iteration.
+void bench_peak_fma(benchmark::State& st) {
+  if (!__builtin_cpu_supports("avx512f")) return st.SkipWithError("no AVX-512");
+  const ThreadPool pool(static_cast<int>(st.range(0)));
+  constexpr int64_t kIters = 1'000'000;
+  std::vector<float> sink(pool.n_threads());
+  for (auto _ : st) {
+    pool.run_on_workers(pool.n_threads(), [&](int w, int) { sink[w] = fma_loop(kIters, static_cast<float>(w)); });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  st.counters["FLOP/s"] = benchmark::Counter(512.0 * kIters * pool.n_threads() * st.iterations(),
+                                             benchmark::Counter::kIsRate);
 }
 
 struct GemmShape {
@@ -99,6 +138,7 @@ std::vector<GemmShape> gpt2_shapes() {
 
 void register_all() {
   auto threads = [](benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond); };
+  benchmark::RegisterBenchmark("BM_PeakFma/f32", bench_peak_fma)->Apply(threads);
   std::vector<GemmShape> shapes = {{"1024x1024x1024", false, false, 1024, 1024, 1024}};
   for (const GemmShape& s : gpt2_shapes()) shapes.push_back(s);
   for (const GemmShape& s : shapes) {

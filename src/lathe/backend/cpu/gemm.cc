@@ -2,6 +2,7 @@
 // Goto/BLIS blocked algorithm (pack A and B into cache-sized panels, call the tier's register-tiled
 // micro-kernel), split over the ThreadPool's workers.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/base/context.h"
 
 namespace lathe::cpu {
 
@@ -72,15 +74,6 @@ inline float to_f32(float v) { return v; }
 inline float to_f32(bf16 v) { return bf16_to_f32(v); }
 inline uint16_t to_bits(bf16 v) { return v.bits; }
 
-// 64-byte aligned scratch (packed panels are read with aligned vector loads).
-template <class T>
-struct Scratch {
-  explicit Scratch(size_t n) : p(static_cast<T*>(::operator new(std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(64)))) {}
-  ~Scratch() { ::operator delete(p, std::align_val_t(64)); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  T* p;
-};
 
 // Operand view: element (r, c) of op(X) where op(X) is [rows, cols].
 template <class T>
@@ -93,22 +86,57 @@ struct OpView {
 
 // Packs [kc][W] micro-panels from an operand whose k rows are contiguous (A with trans_a, B without
 // trans_b): columns [c0, c0 + width) of rows p0..p0+kc of the stored matrix, zero from c_end on. The k
-// loop is outermost so each stored row is read as one contiguous run (a column strip per panel would
-// touch one or two cache lines per row, which the hardware prefetcher does not follow).
+// loop is outermost so each stored row is read as one contiguous run, and the run kPackAhead rows below
+// is prefetched: a new row is a new stream that the hardware prefetcher would meet with a miss per row.
+constexpr int kPackAhead = 8;
+
+// Panels go kGroup at a time (~1 KiB of each stored row): packing a wide A (3072 rows of a GPT-2 dW) in
+// one sweep wrote to hundreds of panels, each in its own page, per stored row.
+template <int W, class T>
+void pack_rows_w(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t width, int64_t c_end, float* dst) {
+  constexpr int64_t kGroup = W >= 256 ? 1 : 256 / W;
+  const int64_t panels = width / W;
+  for (int64_t g0 = 0; g0 < panels; g0 += kGroup) {
+    const int64_t g1 = std::min(panels, g0 + kGroup), cg = c0 + g0 * W;  // panels [g0, g1), from column cg
+    const int64_t full = std::clamp<int64_t>((c_end - cg) / W, 0, g1 - g0);  // panels with W valid columns
+    const int64_t bytes = std::clamp<int64_t>(c_end - cg, 0, (g1 - g0) * W) * static_cast<int64_t>(sizeof(T));
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* s = v.x + (p0 + p) * v.ld + cg;
+      if (p + kPackAhead < kc) {
+        const char* ahead = reinterpret_cast<const char*>(s + kPackAhead * v.ld);
+        for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(ahead + off, 0, 2);  // to L2
+      }
+      float* d = dst + g0 * kc * W + p * W;
+      int64_t panel = 0;
+      for (; panel < full; ++panel, s += W, d += kc * W)
+        for (int j = 0; j < W; ++j) d[j] = to_f32(s[j]);  // compile-time W: whole vector moves
+      for (; panel < g1 - g0; ++panel, s += W, d += kc * W) {
+        const int64_t valid = std::clamp<int64_t>(c_end - (cg + panel * W), 0, W);
+        for (int j = 0; j < W; ++j) d[j] = j < valid ? to_f32(s[j]) : 0.f;
+      }
+    }
+  }
+}
+
+// width is a multiple of w; the tiers' MR and NR get a compile-time width.
 template <class T>
 void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t width, int64_t c_end, int w,
                float* dst) {
+  switch (w) {
+    case 32: return pack_rows_w<32>(v, p0, kc, c0, width, c_end, dst);
+    case 16: return pack_rows_w<16>(v, p0, kc, c0, width, c_end, dst);
+    case 14: return pack_rows_w<14>(v, p0, kc, c0, width, c_end, dst);
+    case 6: return pack_rows_w<6>(v, p0, kc, c0, width, c_end, dst);
+    case 4: return pack_rows_w<4>(v, p0, kc, c0, width, c_end, dst);
+    default: break;
+  }
   for (int64_t p = 0; p < kc; ++p) {
     const T* s = v.x + (p0 + p) * v.ld;
     for (int64_t panel = 0; panel * w < width; ++panel) {
       float* d = dst + panel * kc * w + p * w;
       const int64_t c = c0 + panel * w;
       const int64_t valid = std::clamp<int64_t>(c_end - c, 0, w);
-      if (valid == w) {
-        for (int j = 0; j < w; ++j) d[j] = to_f32(s[c + j]);  // vectorised: no per-element branch
-      } else {
-        for (int j = 0; j < w; ++j) d[j] = j < valid ? to_f32(s[c + j]) : 0.f;
-      }
+      for (int j = 0; j < w; ++j) d[j] = j < valid ? to_f32(s[c + j]) : 0.f;
     }
   }
 }
@@ -193,10 +221,12 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 // ---------------------------------------------------------------------------------------------------
 // Blocked algorithm.
 
-// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop; the packed
-// B block (KC x NC = 768 KiB) stays in the worker's L2; the packed A block (MC x KC) is shared by the
-// workers and lives in L3.
-constexpr int64_t kKc = 384, kNc = 512, kMc = 1008;
+// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop while B
+// micro-panels stream from the worker's L2, which holds the packed B block (KC x NC <= 768 KiB).
+// A is packed in stages of all M rows x as many KC blocks as fit kMaxAPack (1024^3 and the GPT-2 block
+// shapes: all of A in one stage), so each element of A and B is packed exactly once per call.
+constexpr int64_t kKc = 384, kNc = 512;
+constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A elements per stage (16 MiB f32)
 
 // The transposing packer of the tier for element type T (nullptr: portable loop).
 template <class T>
@@ -205,8 +235,8 @@ PackTransposeFn<T> pack_t_for(const GemmKernels& kern) {
   else return kern.pack_t_bf16;
 }
 
-// Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with
-// MC = 1008 would otherwise leave a 16-row block and pack B twice).
+// Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with a
+// 1008-row limit would otherwise leave a 16-row block).
 int64_t balanced_block(int64_t extent, int64_t max_block, int64_t unit) {
   const int64_t n_blocks = (extent + max_block - 1) / max_block;
   const int64_t block = (extent + n_blocks - 1) / n_blocks;
@@ -217,66 +247,104 @@ template <class TA, class TB, class PackT, class Kernel>
 void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const GemmArgs<TA, TB>& g,
                   const ThreadPool& pool) {
   constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
+  const auto packed_k = [](int64_t kc) { return kPairs ? (kc + 1) / 2 : kc; };  // packed steps of kc
   const OpView<TA> a{g.a, g.lda, g.trans_a};
   const OpView<TB> b{g.b, g.ldb, g.trans_b};
   const int64_t m = g.m, n = g.n, k = g.k;
-  const int64_t mc_blk = balanced_block(m, kMc, mr);  // rows of a packed A block (split_n)
-  const int64_t kc_blk = balanced_block(k, kKc, 2);    // even: bf16 pairs never straddle two blocks
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
-  const int64_t kcp_max = kPairs ? kc_blk / 2 : kc_blk;
   const int64_t n_panels = (n + nr - 1) / nr;
 
-  // Two workers split the columns (each packs its own B, the A block is packed cooperatively and shared)
-  // unless there are too few column panels; then they split the rows and each packs what it needs.
+  // Workers split the columns and share A, unless there are too few column panels: then they split the
+  // rows and each packs what it needs (no barrier).
   const int64_t work = m * n * k;
   int n_workers = work < (int64_t{1} << 18) ? 1 : pool.n_threads();
   const bool split_n = n_panels >= 2 * n_workers || m < 2 * mr * n_workers;
   if (!split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, (m + mr - 1) / mr));
   if (split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, n_panels));
+  const bool shared = split_n && n_workers > 1;
 
-  Scratch<PackT> a_shared(split_n ? mc_blk * kcp_max : 0);
+  // A stage: rows [i0, i0 + mc) x K blocks [pb, pe), packed as consecutive [panels][kcp][MR] blocks.
+  const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
+  const int64_t kcp_max = packed_k(kc_blk);
+  const int64_t rows_max = split_n ? m : ((m + mr - 1) / mr + n_workers - 1) / n_workers * mr;  // per worker
+  const int64_t rows_up = (rows_max + mr - 1) / mr * mr;
+  // All rows and as many K blocks as fit kMaxAPack; when not even one K block fits, one K block of as
+  // many rows as fit.
+  const int64_t blocks_per_stage =
+      std::clamp<int64_t>(kMaxAPack / (rows_up * kcp_max), 1, (k + kc_blk - 1) / kc_blk);
+  const int64_t mc_blk =
+      blocks_per_stage > 1 ? rows_up
+                           : balanced_block(rows_max, std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr), mr);
+  const int64_t k_stage = blocks_per_stage * kc_blk;
+  const int64_t stage_elems = mc_blk * blocks_per_stage * kcp_max;
+
+  // Column chunks: the unit a worker packs B for and computes. Shared workers claim chunks from a counter
+  // (one per stage, so none needs resetting): a worker that the OS deschedules on a busy host then holds
+  // up only the chunk it has, not a static half of the columns. About 2 chunks per worker: each chunk
+  // streams the whole packed A stage again (3 MiB for a GPT-2 dW_fc), so more would cost L3 traffic.
+  const int64_t chunk_panels =
+      shared ? std::clamp<int64_t>(n_panels / (2 * n_workers), 1, kNc / nr) : std::min<int64_t>(n_panels, kNc / nr);
+  const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
+  const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
+  std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
+  // All packing buffers in one block; a large one from the calling thread's Context allocator, which
+  // keeps freed blocks of >= 1 MiB (a fresh mapping per call cost ~2% of the call in page faults), a small
+  // one from the heap (GEMMs run inside pool tasks, e.g. attention's, then leave the context alone). Each
+  // buffer starts on a 64-byte boundary (the kernels load packed panels with aligned loads). Shared
+  // workers alternate two A buffers: one worker may pack stage s + 1 while the other still computes on
+  // stage s, and stage s + 2 (stage s's buffer again) is packed only after the barrier of stage s + 1,
+  // which both pass only once done with stage s. So one barrier per stage.
+  const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
+  const int64_t a_shared_elems = shared ? 2 * align16(stage_elems) : 0;
+  const int64_t per_worker_elems = (shared ? 0 : align16(stage_elems)) + align16(chunk_cols * kcp_max);
+  const size_t scratch_bytes = static_cast<size_t>(a_shared_elems + n_workers * per_worker_elems) * sizeof(PackT);
+  const std::shared_ptr<void> scratch =
+      scratch_bytes >= (size_t{1} << 20)
+          ? current_context().alloc.allocate(scratch_bytes)
+          : std::shared_ptr<void>(::operator new(scratch_bytes, std::align_val_t(64)),
+                                  [](void* p) { ::operator delete(p, std::align_val_t(64)); });
+  PackT* const a_shared = static_cast<PackT*>(scratch.get());
+
   pool.run_on_workers(n_workers, [&](int w, int nw) {
-    // This worker's rows [m0, m1) and columns [n0, n1).
-    int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;
-    if (split_n) {
-      n0 = n_panels * w / nw * nr;
-      n1 = std::min(n, n_panels * (w + 1) / nw * nr);
-    } else {
+    int64_t m0 = 0, m1 = m;  // this worker's rows
+    if (!split_n) {
       const int64_t row_panels = (m + mr - 1) / mr;
       m0 = row_panels * w / nw * mr;
       m1 = std::min(m, row_panels * (w + 1) / nw * mr);
     }
-    const int64_t my_mc = split_n ? mc_blk : balanced_block(std::max<int64_t>(m1 - m0, 1), kMc, mr);
-    Scratch<PackT> a_own(split_n ? 0 : my_mc * kcp_max);
-    const int64_t my_nc = balanced_block(std::max<int64_t>(n1 - n0, 1), kNc, nr);
-    Scratch<PackT> b_pack(my_nc * kcp_max);
-    PackT* a_pack = split_n ? a_shared.p : a_own.p;
-
-    for (int64_t i0 = m0; i0 < m1; i0 += my_mc) {
-      const int64_t mc = std::min(my_mc, m1 - i0);
+    PackT* const a_own = a_shared + a_shared_elems + w * per_worker_elems;
+    PackT* const b_pack = a_own + (shared ? 0 : align16(stage_elems));
+    int64_t stage = 0;
+    for (int64_t i0 = m0; i0 < m1; i0 += mc_blk) {
+      const int64_t mc = std::min(mc_blk, m1 - i0);
       const int64_t a_panels = (mc + mr - 1) / mr;
-      for (int64_t p0 = 0; p0 < k; p0 += kc_blk) {
-        const int64_t kc = std::min(kc_blk, k - p0);
-        const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
-        const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
-        if (split_n) {
-          if (nw > 1) pool.barrier();
-          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, a_panels * w / nw, a_panels * (w + 1) / nw, pack_ta, a_pack);
-          if (nw > 1) pool.barrier();
-        } else {
-          pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, 0, a_panels, pack_ta, a_pack);
+      for (int64_t pb = 0; pb < k; pb += k_stage, ++stage) {
+        const int64_t pe = std::min(k, pb + k_stage);
+        PackT* a_pack = shared ? a_shared + (stage % 2) * align16(stage_elems) : a_own;
+        const int64_t pan0 = shared ? a_panels * w / nw : 0, pan1 = shared ? a_panels * (w + 1) / nw : a_panels;
+        for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
+          pack_a<TA, PackT>(a, i0, mc, p0, std::min(kc_blk, pe - p0), mr, pan0, pan1, pack_ta,
+                            a_pack + a_panels * mr * packed_k(p0 - pb));
         }
-        for (int64_t j0 = n0; j0 < n1; j0 += my_nc) {
-          const int64_t nc = std::min(my_nc, n1 - j0);
-          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack.p);
-          for (int64_t ip = 0; ip < a_panels; ++ip) {
-            const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
-            const PackT* ap = a_pack + ip * kcp * mr;
-            float* crow = g.c + (i0 + ip * mr) * g.ldc;
-            for (int64_t jp = 0; jp * nr < nc; ++jp) {
-              const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
-              kernel(kcp, ap, b_pack.p + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows, cols, g.alpha, beta);
+        if (shared) pool.barrier();
+        for (int64_t next = 0;;) {
+          const int64_t chunk = shared ? claimed[stage].fetch_add(1, std::memory_order_relaxed) : next++;
+          if (chunk >= n_chunks) break;
+          const int64_t j0 = chunk * chunk_cols, nc = std::min(chunk_cols, n - j0);
+          for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
+            const int64_t kc = std::min(kc_blk, pe - p0), kcp = packed_k(kc);
+            const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
+            pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack);
+            const PackT* a_block = a_pack + a_panels * mr * packed_k(p0 - pb);
+            for (int64_t ip = 0; ip < a_panels; ++ip) {
+              const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
+              float* crow = g.c + (i0 + ip * mr) * g.ldc;
+              for (int64_t jp = 0; jp * nr < nc; ++jp) {
+                const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
+                kernel(kcp, a_block + ip * kcp * mr, b_pack + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows,
+                       cols, g.alpha, beta);
+              }
             }
           }
         }

@@ -186,6 +186,26 @@ TEST_P(GemmTierTest, GemvKernels) {
           }
 }
 
+// Paths that only large shapes take, on the fastest tier only (the reference takes ~1 s per product): past
+// the packed-A stage limit (4M elements), K split into two stages of all rows (260 x 100 x 17000) and M
+// split into two blocks (11000 x 100 x 384, A transposed); many K blocks and column chunks in one stage
+// (60 x 600 x 5000) with 1 and 2 workers.
+TEST_P(GemmTierTest, LargeShapes) {
+  if (GetParam() != gemm_max_supported_isa()) GTEST_SKIP() << "checked on the fastest tier only";
+  struct Run {
+    Shape s;
+    bool trans_a;
+    int n_threads;
+  };
+  uint32_t seed = 100;
+  for (const Run& r : {Run{{260, 100, 17000}, false, 2}, Run{{11000, 100, 384}, true, 2},
+                       Run{{60, 600, 5000}, false, 1}, Run{{60, 600, 5000}, false, 2}}) {
+    check<float, float>(kernels(), r.s, Case{.trans_a = r.trans_a, .pad = 1, .alpha = 1.f, .beta = 0.5f},
+                        r.n_threads, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // k == 0 or alpha == 0: C = beta * C, with beta == 0 clearing NaN.
 TEST_P(GemmTierTest, EmptyProductScalesC) {
   std::vector<float> c = {1.f, 2.f, std::numeric_limits<float>::quiet_NaN(), 4.f};
