@@ -40,17 +40,8 @@ std::string duration(double s) {
 
 // The tokenizer recorded by `lathe data prepare` in the manifest next to the shards (for samples).
 std::string tokenizer_of(const std::string& train_data) {
-  const auto shards = train::find_shards(train_data, "train");
-  const std::string name = fs::path(shards[0]).filename().string();
-  const std::string prefix = name.substr(0, name.find("_train_"));
-  const fs::path manifest = fs::path(shards[0]).parent_path() / (prefix + ".json");
-  if (!fs::exists(manifest)) return "";
-  try {
-    std::ifstream in(manifest);
-    return nlohmann::json::parse(in).value("tokenizer", "");
-  } catch (const std::exception&) {
-    return "";
-  }
+  const nlohmann::json manifest = train::read_manifest(train_data);
+  return manifest.is_object() ? manifest.value("tokenizer", "") : "";
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor
 
 // x [B, T, C] -> attention output projected back to [B, T, C].
 Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x,
-                       const Tensor& positions, int layer, KvCache* cache) {
+                       const Tensor& positions, const Tensor& key_start, int layer, KvCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
   Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
   auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
@@ -45,6 +45,7 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
   opts.causal = true;
   opts.window = lc.window;
   opts.softcap = c.attn_softcap;
+  opts.key_start = key_start;  // document masking (undefined: off)
   Tensor attn;
   if (cache) {
     const int64_t start = cache->length();
@@ -84,7 +85,8 @@ Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights
 
 }  // namespace
 
-Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor& ids, KvCache* cache) {
+Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor& ids, KvCache* cache,
+                      const DocumentLayout* docs) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.dtype() == DType::kI32, "[decoder] ids must be int32 [B, T], got ",
                   dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -99,17 +101,27 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor&
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
 
+  Tensor key_start;
+  if (docs) {  // packed documents: positions restart per document, attention stays inside each one
+    LATHE_CHECK_ARG(!cache && docs->positions.shape() == ids.shape() && docs->key_start.shape() == ids.shape() &&
+                        docs->positions.dtype() == DType::kI32,
+                    "[decoder] document layout must be int32 [B, T] like the ids (and no KV cache)");
+    positions = docs->positions.contiguous();
+    key_start = docs->key_start;
+  }
   Tensor x = embedding(w.embed, ids);  // [B, T, C]
   if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);
   if (c.learned_positions) x = add(x, embedding(w.pos_embed, positions));
-  const Tensor rope_positions = positions.select(0, 0).contiguous();  // [T]: same for every row
+  // [T] when every row has the same positions, else [B, T].
+  const Tensor rope_positions = docs ? positions : positions.select(0, 0).contiguous();
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     const LayerConfig& lc = c.layers[l];
     // One transformer block: x [B, T, C] -> x [B, T, C]. (c and w outlive any backward pass.)
-    const auto block = [&c, &lc, &lw, rope_positions, l, cache](const Tensor& xin) {
-      Tensor h = attention_block(c, lc, lw, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), rope_positions, l, cache);
+    const auto block = [&c, &lc, &lw, rope_positions, key_start, l, cache](const Tensor& xin) {
+      Tensor h = attention_block(c, lc, lw, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), rope_positions, key_start,
+                                 l, cache);
       if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
       Tensor xo = add(xin, h);
       Tensor m = mlp_block(c, lc, lw, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));

@@ -225,12 +225,12 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, labels, o);
 }
 
-Tensor Model::loss(const Tensor& inputs, const Tensor& targets) {
+Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs) {
   LATHE_CHECK_ARG(inputs.dim() == 2 && targets.shape() == inputs.shape() && targets.dtype() == DType::kI32,
                   "[loss] inputs and targets must both be [B, T] (targets int32), got ", shape_str(inputs.shape()),
                   " and ", shape_str(targets.shape()));
   const int64_t B = inputs.size(0), T = inputs.size(1);
-  Tensor h = decoder_hidden(cfg_, w_, inputs, nullptr);  // [B, T, C]
+  Tensor h = decoder_hidden(cfg_, w_, inputs, nullptr, docs);  // [B, T, C]
   LinearCrossEntropyOptions o;
   o.ignore_index = -100;
   o.final_softcap = cfg_.final_softcap;

@@ -12,6 +12,14 @@
 
 namespace lathe {
 
+// Rows packed with several documents (pre-training with document masking), int32 [B, T] each: every
+// token's position inside its document, and the row index of its document's first token (attention of a
+// token covers keys [key_start, itself]).
+struct DocumentLayout {
+  Tensor positions;
+  Tensor key_start;
+};
+
 struct LoadOptions {
   // Convert every weight to f32 (training, or to compare against f32 references). Otherwise 2-D
   // weights keep their stored dtype (f32 or bf16, used in place from the memory map; f16 is widened to
@@ -57,7 +65,8 @@ class Model {
   // head so no [N, V] probability tensor is kept -> [1].
   Tensor next_token_loss(const Tensor& ids);
   // Mean cross-entropy of predicting targets [B, T] (int32; -100 = ignored) from inputs [B, T] -> [1].
-  Tensor loss(const Tensor& inputs, const Tensor& targets);
+  // With docs, positions restart per document and attention does not cross documents.
+  Tensor loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs = nullptr);
   // Incremental forward with a KV cache (no autograd): ids [1, S] at positions cache.length()... ->
   // logits of the last position [V].
   Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache);
@@ -77,6 +86,8 @@ class Model {
 
 // The decoder body shared by every family: ids [B, T] -> final-normed hidden states [B, T, C].
 // With a cache, keys/values are appended to it and attention covers all cached positions.
-Tensor decoder_hidden(const ModelConfig& cfg, const ModelWeights& w, const Tensor& ids, KvCache* cache);
+// With docs (no cache), rows hold packed documents (DocumentLayout).
+Tensor decoder_hidden(const ModelConfig& cfg, const ModelWeights& w, const Tensor& ids, KvCache* cache,
+                      const DocumentLayout* docs = nullptr);
 
 }  // namespace lathe

@@ -28,18 +28,20 @@ struct AttnDims {
   float scale, softcap;
   bool causal;
   int64_t window, q_offset;
+  const int32_t* key_start = nullptr;  // [B, T] first visible key per query (document masking), or null
 };
 
-// Keys [lo, hi) visible from query row i. Both ends are non-decreasing in i.
-inline void key_range(const AttnDims& a, int64_t i, int64_t* lo, int64_t* hi) {
+// Keys [lo, hi) visible from query row i of batch row b. Both ends are non-decreasing in i.
+inline void key_range(const AttnDims& a, int64_t b, int64_t i, int64_t* lo, int64_t* hi) {
   if (!a.causal) {
     *lo = 0;
     *hi = a.n_kv;
-    return;
+  } else {
+    const int64_t qpos = a.q_offset + i;
+    *hi = std::min(qpos + 1, a.n_kv);
+    *lo = a.window > 0 ? std::max<int64_t>(0, qpos - a.window + 1) : 0;
   }
-  const int64_t qpos = a.q_offset + i;
-  *hi = std::min(qpos + 1, a.n_kv);
-  *lo = a.window > 0 ? std::max<int64_t>(0, qpos - a.window + 1) : 0;
+  if (a.key_start) *lo = std::max<int64_t>(*lo, a.key_start[b * a.n_q + i]);
 }
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -109,13 +111,13 @@ void attention_forward_gemm(const AttnDims& a, const float* q, const float* k, c
     for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
       const int64_t m = std::min(kRowBlock, T - i0);
       int64_t lo, hi, unused;
-      key_range(a, i0, &lo, &unused);
-      key_range(a, i0 + m - 1, &unused, &hi);
+      key_range(a, b, i0, &lo, &unused);
+      key_range(a, b, i0 + m - 1, &unused, &hi);
       const int64_t n = hi - lo;
       gemm_f32(false, true, m, n, D, qb + i0 * H * D, H * D, kb + lo * Hkv * D, Hkv * D, p, n, a.scale, 0.f, gp);
       for (int64_t r = 0; r < m; ++r) {
         int64_t lo_r, hi_r;
-        key_range(a, i0 + r, &lo_r, &hi_r);
+        key_range(a, b, i0 + r, &lo_r, &hi_r);
         float* row = p + r * n;
         if (a.softcap > 0.f) softcap_row(row, nullptr, lo_r - lo, hi_r - lo, a.softcap);
         lse[(b * H + h) * T + i0 + r] = softmax_row(row, n, lo_r - lo, hi_r - lo);
@@ -154,14 +156,14 @@ void attention_backward_gemm(const AttnDims& a, const float* q, const float* k, 
       for (int64_t i0 = 0; i0 < T; i0 += kRowBlock) {
         const int64_t m = std::min(kRowBlock, T - i0);
         int64_t lo, hi, unused;
-        key_range(a, i0, &lo, &unused);
-        key_range(a, i0 + m - 1, &unused, &hi);
+        key_range(a, b, i0, &lo, &unused);
+        key_range(a, b, i0 + m - 1, &unused, &hi);
         const int64_t n = hi - lo;
         gemm_f32(false, true, m, n, D, qb + i0 * H * D, H * D, kb + lo * Hkv * D, Hkv * D, p, n, a.scale, 0.f, gp);
         gemm_f32(false, true, m, n, D, dob + i0 * H * D, H * D, vb + lo * Hkv * D, Hkv * D, ds, n, 1.f, 0.f, gp);
         for (int64_t r = 0; r < m; ++r) {
           int64_t lo_r, hi_r;
-          key_range(a, i0 + r, &lo_r, &hi_r);
+          key_range(a, b, i0 + r, &lo_r, &hi_r);
           const int64_t ja = lo_r - lo, je = hi_r - lo;
           float *prow = p + r * n, *dsrow = ds + r * n, *trow = th + r * n;
           if (a.softcap > 0.f) softcap_row(prow, trow, ja, je, a.softcap);
@@ -197,10 +199,10 @@ void attention_backward_gemm(const AttnDims& a, const float* q, const float* k, 
 }
 
 // Keys [lo, hi) visible from some row of [i0, i0 + m).
-void block_key_range(const AttnDims& a, int64_t i0, int64_t m, int64_t* lo, int64_t* hi) {
+void block_key_range(const AttnDims& a, int64_t b, int64_t i0, int64_t m, int64_t* lo, int64_t* hi) {
   int64_t unused;
-  key_range(a, i0, lo, &unused);
-  key_range(a, i0 + m - 1, &unused, hi);
+  key_range(a, b, i0, lo, &unused);
+  key_range(a, b, i0 + m - 1, &unused, hi);
 }
 
 // tile [kTileRows, D] = rows [i0, i0 + m) of one head (row stride ld), zero past m; also prefetches the
@@ -269,7 +271,7 @@ void attention_forward_tiled(const AttnDims& a, const float* q, const float* k, 
     for (int64_t i0 = 0; i0 < T; i0 += R) {
       const int64_t m = std::min(R, T - i0);
       int64_t lo, hi, j0, j1;
-      block_key_range(a, i0, m, &lo, &hi);
+      block_key_range(a, b, i0, m, &lo, &hi);
       score_columns(lo, hi, &j0, &j1);
       load_tile(qb, H * D, i0, m, T, D, qt);
       attn::tile_scores(qt, kt, ldt, D, j0, j1, a.scale, s, ldt);
@@ -280,7 +282,7 @@ void attention_forward_tiled(const AttnDims& a, const float* q, const float* k, 
           continue;
         }
         int64_t lo_r, hi_r;
-        key_range(a, i0 + r, &lo_r, &hi_r);
+        key_range(a, b, i0 + r, &lo_r, &hi_r);
         if (a.softcap > 0.f) softcap_row(row, nullptr, lo_r, hi_r, a.softcap);
         lse[(b * H + h) * T + i0 + r] = softmax_row(row + j0, j1 - j0, lo_r - j0, hi_r - j0);
       }
@@ -334,7 +336,7 @@ void attention_backward_tiled(const AttnDims& a, const float* q, const float* k,
       for (int64_t i0 = 0; i0 < T; i0 += R) {
         const int64_t m = std::min(R, T - i0);
         int64_t lo, hi, j0, j1;
-        block_key_range(a, i0, m, &lo, &hi);
+        block_key_range(a, b, i0, m, &lo, &hi);
         score_columns(lo, hi, &j0, &j1);
         load_tile(qb, H * D, i0, m, T, D, qt);
         load_tile(dob, H * D, i0, m, T, D, dot);
@@ -348,7 +350,7 @@ void attention_backward_tiled(const AttnDims& a, const float* q, const float* k,
             continue;
           }
           int64_t ja, je;
-          key_range(a, i0 + r, &ja, &je);
+          key_range(a, b, i0 + r, &ja, &je);
           if (a.softcap > 0.f) softcap_row(prow, trow, ja, je, a.softcap);
           const float l = lse_bh[i0 + r], di = delta[(b * T + i0 + r) * H + h];
 #pragma omp simd
@@ -420,9 +422,26 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   LATHE_CHECK_ARG(!opt.causal || opt.q_offset + n_q <= n_kv, "[scaled_dot_product_attention] causal queries at ",
                   opt.q_offset, "..", opt.q_offset + n_q - 1, " need keys up to there, S = ", n_kv);
   const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  Tensor key_start;
+  if (opt.key_start.defined()) {
+    LATHE_CHECK_ARG(opt.causal && opt.key_start.dtype() == DType::kI32 && opt.key_start.dim() == 2 &&
+                        opt.key_start.size(0) == q.size(0) && opt.key_start.size(1) == n_q,
+                    "[scaled_dot_product_attention] key_start must be int32 [B, T] = [", q.size(0), ", ", n_q,
+                    "] with causal attention, got ", shape_str(opt.key_start.shape()));
+    key_start = opt.key_start.contiguous();
+    const int32_t* ks = key_start.data<int32_t>();
+    for (int64_t b = 0; b < q.size(0); ++b)
+      for (int64_t i = 0; i < n_q; ++i) {
+        const int32_t v0 = ks[b * n_q + i];
+        LATHE_CHECK_ARG(v0 >= 0 && v0 <= opt.q_offset + i && (i == 0 || v0 >= ks[b * n_q + i - 1]),
+                        "[scaled_dot_product_attention] key_start[", b, ", ", i, "] = ", v0,
+                        ": must be non-decreasing along the row and at most the query's position");
+      }
+  }
   const AttnDims dims{.n_batch = q.size(0), .n_q = n_q, .n_kv = n_kv, .n_heads = n_heads, .n_kv_heads = n_kv_heads,
                       .head_dim = q.size(3), .group = n_heads / n_kv_heads, .scale = default_scale(opt, q.size(3)),
-                      .softcap = opt.softcap, .causal = opt.causal, .window = opt.window, .q_offset = opt.q_offset};
+                      .softcap = opt.softcap, .causal = opt.causal, .window = opt.window, .q_offset = opt.q_offset,
+                      .key_start = key_start.defined() ? key_start.data<int32_t>() : nullptr};
   Tensor out = Tensor::empty(q.shape());
   Tensor lse = Tensor::empty({dims.n_batch, n_heads, n_q});
   attention_forward(dims, q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(), lse.data<float>());
@@ -430,8 +449,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   if (needs_grad({&q_in, &k_in, &v_in})) {
     const bool want_q = q_in.requires_grad(), want_k = k_in.requires_grad(), want_v = v_in.requires_grad();
     Tensor qs = q.detach(), ks = k.detach(), vs = v.detach(), os = out.detach();
+    // dims.key_start points into key_start: the lambda's copy keeps it alive.
     record(out, "scaled_dot_product_attention", {q_in, k_in, v_in},
            [=](const Tensor& g_in) -> std::vector<Tensor> {
+             (void)key_start;
              const Tensor g = g_in.contiguous();  // [B, T, H, D]
              Tensor dq = want_q ? Tensor::empty(qs.shape()) : Tensor();
              Tensor dk = want_k ? Tensor::zeros(ks.shape()) : Tensor();

@@ -17,6 +17,9 @@ struct AttentionOptions {
   int window = 0;
   float softcap = 0.f;   // 0 = off; else scores = softcap·tanh(scores / softcap) after scaling, before masking
   int64_t q_offset = 0;  // query i has absolute position q_offset + i; keys have positions 0..S-1
+  // Document masking (causal only): int32 [B, T], query (b, i) also needs key j >= key_start[b, i] (the
+  // first position of its document in the row). Non-decreasing along each row; undefined = off.
+  Tensor key_start;
 };
 
 // q [B, T, H, D], k and v [B, S, Hkv, D] f32, H a multiple of Hkv (GQA/MQA: query head h reads kv head

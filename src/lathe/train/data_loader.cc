@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
@@ -33,6 +34,19 @@ std::vector<std::string> find_shards(const std::string& dir_or_prefix, const std
     throw IoError(str_cat("no ", split, " token shards (*_", split, "_*.bin) in ", dir_or_prefix,
                           " (create them with `lathe data prepare`)"));
   return paths;
+}
+
+nlohmann::json read_manifest(const std::string& data, const std::string& split) {
+  const auto shards = find_shards(data, split);
+  const std::string name = fs::path(shards[0]).filename().string();
+  const fs::path manifest = fs::path(shards[0]).parent_path() / (name.substr(0, name.find("_" + split + "_")) + ".json");
+  if (!fs::exists(manifest)) return nullptr;
+  try {
+    std::ifstream in(manifest);
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw FormatError(str_cat(manifest.string(), ": ", e.what()));
+  }
 }
 
 // Cached permutations: the shard order of one epoch, and the window order of recently used shards.

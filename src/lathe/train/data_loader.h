@@ -13,6 +13,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct DataLoaderOptions {
 // Shard paths matching "<dir>/*_<split>_*.bin" (split: "train" or "val"), sorted; dir may also be a glob
 // prefix such as "data/quickstart". Throws IoError when there are none.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
+
+// The manifest `lathe data prepare` wrote next to the shards of `data` (NAME.json), or null when absent.
+nlohmann::json read_manifest(const std::string& data, const std::string& split = "train");
 
 class DataLoader {
  public:

@@ -186,6 +186,8 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("data.batch_size", c.batch_size);
   r.get("data.grad_accum", c.grad_accum);
   r.get("data.shuffle", c.shuffle);
+  r.get("data.document_masking", c.document_masking);
+  r.get("data.delimiter_id", c.delimiter_id);
   r.get("optimizer.lr", c.schedule.peak);
   r.get("optimizer.beta1", c.adamw.beta1);
   r.get("optimizer.beta2", c.adamw.beta2);

@@ -32,6 +32,8 @@ struct TrainConfig {
   int64_t batch_size = 0;            // sequences per micro-batch, summed over ranks
   int64_t grad_accum = 1;            // micro-batches per optimizer step
   bool shuffle = true;
+  bool document_masking = false;  // attention stays inside each document; positions restart per document
+  int32_t delimiter_id = -1;      // the token opening each document (-1: from the data manifest)
 
   // optimizer and schedule (schedule.total_steps = steps)
   AdamWConfig adamw;

@@ -132,6 +132,15 @@ void average_gradients(const std::vector<OptimParam>& params, dist::Communicator
   }
 }
 
+// Positions restart at each document; a token's first visible key is its document's first token.
+DocumentLayout document_layout(const Batch& b) {
+  if (b.positions.empty()) return {};
+  std::vector<int32_t> key_start(b.positions.size());
+  for (size_t i = 0; i < key_start.size(); ++i)
+    key_start[i] = static_cast<int32_t>(i % b.seq_len) - b.positions[i];
+  return {Tensor::from_data_i32({b.batch, b.seq_len}, b.positions), Tensor::from_data_i32({b.batch, b.seq_len}, key_start)};
+}
+
 Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
 
 std::string fmt(const char* f, double x) {
@@ -200,17 +209,30 @@ TrainResult Trainer::run(bool resume) {
 
   // --- data --------------------------------------------------------------------------------------------
   const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
+  int32_t delimiter = -1;  // document masking needs the token that opens each document
+  if (cfg_.document_masking) {
+    delimiter = cfg_.delimiter_id;
+    if (delimiter < 0) {
+      const json manifest = read_manifest(cfg_.train_data);
+      LATHE_CHECK_ARG(manifest.is_object() && manifest.contains("delimiter_id"), cfg_.train_data,
+                      ": data.document_masking needs the document delimiter: no manifest from `lathe data prepare`"
+                      " next to the shards; set data.delimiter_id");
+      delimiter = manifest["delimiter_id"].get<int32_t>();
+    }
+  }
   s.train = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train"),
                                                            .seq_len = cfg_.seq_len,
                                                            .seed = cfg_.seed,
                                                            .shuffle = cfg_.shuffle,
-                                                           .vocab_limit = vocab});
+                                                           .vocab_limit = vocab,
+                                                           .delimiter_id = delimiter});
   s.train->seek(state.data_cursor);
   if (!cfg_.val_data.empty())
     s.val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val"),
                                                            .seq_len = cfg_.seq_len,
                                                            .shuffle = false,
-                                                           .vocab_limit = vocab});
+                                                           .vocab_limit = vocab,
+                                                           .delimiter_id = delimiter});
 
   // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
   if (lead) {
@@ -250,7 +272,10 @@ TrainResult Trainer::run(bool resume) {
     const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, s.val->samples_per_epoch() / B));
     for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
       const Batch b = s.val->batch_at((i * B) % s.val->samples_per_epoch(), B);
-      sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T)).item();
+      const DocumentLayout docs = document_layout(b);
+      sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
+                        b.positions.empty() ? nullptr : &docs)
+                 .item();
     }
     comm.all_reduce_sum(&sum, 1);
     const double v = sum / static_cast<double>(n);
@@ -289,7 +314,9 @@ TrainResult Trainer::run(bool resume) {
     loss = 0;
     for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
       const Batch b = s.train->next(B, rank, world);
-      Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T));
+      const DocumentLayout docs = document_layout(b);
+      Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
+                            b.positions.empty() ? nullptr : &docs);
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
       backward(cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum)));

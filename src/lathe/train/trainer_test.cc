@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,21 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   for (const auto& e : fs::directory_iterator(dir + "/run/checkpoints"))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << "temporary left behind";
   EXPECT_NO_THROW(Model::load(*before));
+}
+
+TEST(Trainer, DocumentMaskingChangesWhatTheModelSees) {
+  const std::string dir = testing::scratch_dir("trainer_docs");
+  write_data(dir);
+  // Token 5 opens a "document" in the toy stream; no manifest here, so the delimiter is given.
+  const TrainResult plain = Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/plain"})).run(false);
+  const TrainResult masked = Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/masked",
+                                                                  "data.document_masking=true", "data.delimiter_id=5"}))
+                                 .run(false);
+  EXPECT_TRUE(std::isfinite(masked.final_loss));
+  EXPECT_NE(plain.final_loss, masked.final_loss);
+  // Without a manifest and without data.delimiter_id the run explains what is missing.
+  EXPECT_THROW(Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/x", "data.document_masking=true"})).run(false),
+               InvalidArgument);
 }
 
 TEST(Trainer, RecipeErrorsNameTheKey) {
