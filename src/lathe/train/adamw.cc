@@ -20,18 +20,22 @@ AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg) : params_(std::mov
 void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
   const int64_t t = ++steps_;
   const float b1 = static_cast<float>(cfg_.beta1), b2 = static_cast<float>(cfg_.beta2);
-  const float bc1 = static_cast<float>(1.0 - std::pow(cfg_.beta1, static_cast<double>(t)));
-  const float bc2 = static_cast<float>(1.0 - std::pow(cfg_.beta2, static_cast<double>(t)));
-  const float eps = static_cast<float>(cfg_.eps), lr_f = static_cast<float>(lr);
+  // m^ / (sqrt(v^) + eps) = (lr / bc1) · m / (sqrt(v) / sqrt(bc2) + eps): one division and one square root
+  // per element (the update is memory-bound only once the divisions are few).
+  const double bc1 = 1.0 - std::pow(cfg_.beta1, static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(cfg_.beta2, static_cast<double>(t));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float eps = static_cast<float>(cfg_.eps);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].value.grad();
     if (!g.defined()) continue;
     LATHE_ASSERT(g.dtype() == DType::kF32 && g.is_contiguous() && g.numel() == params_[i].value.numel());
-    const float wd = params_[i].decay ? static_cast<float>(cfg_.weight_decay) : 0.f;
-    float* theta = params_[i].value.data<float>();
-    float* m = m_[i].data<float>();
-    float* v = v_[i].data<float>();
-    const float* grad = g.data<float>();
+    const float decay = params_[i].decay ? static_cast<float>(lr * cfg_.weight_decay) : 0.f;  // lr_t · lambda
+    float* __restrict theta = params_[i].value.data<float>();
+    float* __restrict m = m_[i].data<float>();
+    float* __restrict v = v_[i].data<float>();
+    const float* __restrict grad = g.data<float>();
     const int64_t n = params_[i].value.numel();
     constexpr int64_t kChunk = 1 << 16;  // elementwise and memory-bound: large contiguous chunks per worker
     pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c, int) {
@@ -39,10 +43,12 @@ void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
 #pragma omp simd
       for (int64_t j = c * kChunk; j < end; ++j) {
         const float gj = grad[j] * grad_scale;
-        m[j] = b1 * m[j] + (1.f - b1) * gj;
-        v[j] = b2 * v[j] + (1.f - b2) * gj * gj;
-        const float m_hat = m[j] / bc1, v_hat = v[j] / bc2;
-        theta[j] -= lr_f * (m_hat / (std::sqrt(v_hat) + eps) + wd * theta[j]);
+        const float mj = b1 * m[j] + (1.f - b1) * gj;
+        const float vj = b2 * v[j] + (1.f - b2) * gj * gj;
+        m[j] = mj;
+        v[j] = vj;
+        const float denom = std::sqrt(vj) * inv_sqrt_bc2 + eps;
+        theta[j] -= step_size * mj / denom + decay * theta[j];
       }
     });
   }
