@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_run.h"
 #include "lathe/io/test_paths.h"
 
 namespace lathe {
@@ -19,17 +20,8 @@ struct CliRun {
 };
 
 CliRun run(const std::string& args) {
-  const char* bin = std::getenv("LATHE_BIN");
-  std::string cmd = std::string(bin ? bin : LATHE_BINARY_DIR "/lathe") + " " + args + " 2>&1";
-  CliRun r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  auto [code, out] = testing::run_lathe(args);
+  return {code, out};
 }
 
 std::string model(const std::string& name) { return testing::fixtures_root() + "/models/" + name; }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_run.h"
 #include "lathe/io/test_paths.h"
 
 extern char** environ;
@@ -29,20 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string bin() {
-  const char* b = std::getenv("LATHE_BIN");
-  return b ? b : LATHE_BINARY_DIR "/lathe";
-}
-
-std::pair<int, std::string> sh(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+std::string bin() { return testing::lathe_bin(); }
+std::pair<int, std::string> sh(const std::string& cmd) { return testing::run_shell(cmd); }
 
 // OpenMPI refuses root unless told; --oversubscribe lets 2 ranks share fewer cores (CI machines).
 // (LeakSanitizer off for the ASan build: libmpi keeps allocations until exit by design.)

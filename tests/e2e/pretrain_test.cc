@@ -18,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "cli_run.h"
 #include "lathe/io/test_paths.h"
+#include "lathe/train/test_metrics.h"
 
 extern char** environ;
 
@@ -27,29 +29,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string bin() {
-  const char* b = std::getenv("LATHE_BIN");
-  return b ? b : LATHE_BINARY_DIR "/lathe";
-}
+using testing::lathe_bin;
+using testing::loss_lines;
 
-std::pair<int, std::string> run(const std::string& args) {
-  FILE* p = popen((bin() + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::vector<std::string> losses(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find("\"loss\"") != std::string::npos) out.push_back(line.substr(0, line.find(",\"grad_norm\"")));
-  return out;
-}
+std::pair<int, std::string> run(const std::string& args) { return testing::run_lathe(args); }
+std::vector<std::string> losses(const std::string& run_dir) { return loss_lines(run_dir); }
+std::string bin() { return lathe_bin(); }
 
 // A tiny model on the quickstart recipe, so the test exercises the shipped recipe file.
 std::string tiny_overrides(const std::string& data, const std::string& run_dir) {
