@@ -14,6 +14,7 @@
 #include "lathe/base/rng.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/train/checkpoint.h"
+#include "lathe/train/test_metrics.h"
 #include "lathe/train/token_shard.h"
 
 namespace lathe::train {
@@ -48,14 +49,7 @@ checkpoint: {every: 3, keep: 2}
 )";
 }
 
-std::vector<std::string> loss_lines(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find("\"loss\"") != std::string::npos) out.push_back(line.substr(0, line.find(",\"grad_norm\"")));
-  return out;
-}
+using testing::loss_lines;
 
 TEST(Trainer, LearnsAndResumesBitForBit) {
   const std::string dir = testing::scratch_dir("trainer_resume");
