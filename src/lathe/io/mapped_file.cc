@@ -75,11 +75,19 @@ void write_file_atomic(const std::string& path,
   }
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  try {
+    fsync_path(dir.string());
+  } catch (const IoError&) {
+    // The file itself is durable; a folder that cannot be synced (some filesystems) is not an error here.
   }
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(str_cat(path, ": cannot open to fsync: ", std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw IoError(str_cat(path, ": fsync failed: ", std::strerror(errno)));
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -15,6 +15,9 @@ struct MappedFile {
   static MappedFile open(const std::string& path);  // throws IoError naming the path
 };
 
+// fsync of a file or a folder (a folder: makes renames and new entries inside it durable). Throws IoError.
+void fsync_path(const std::string& path);
+
 // Writes a file crash-safely: content goes to "<path>.tmp.<pid>", is fsynced, then renamed over path, and
 // the directory is fsynced. A crash leaves either the old file or the new one, never a torn file.
 void write_file_atomic(const std::string& path, const std::string& content);

@@ -38,8 +38,11 @@ class AdamW {
   int64_t steps_done() const { return steps_; }
   void set_steps_done(int64_t t) { steps_ = t; }
   const std::vector<OptimParam>& params() const { return params_; }
-  std::vector<Tensor>& exp_avg() { return m_; }     // m, one per parameter, same shape
-  std::vector<Tensor>& exp_avg_sq() { return v_; }  // v
+  // m and v, one per parameter, same shape (non-const: a resume copies the checkpoint's values in).
+  std::vector<Tensor>& exp_avg() { return m_; }
+  std::vector<Tensor>& exp_avg_sq() { return v_; }
+  const std::vector<Tensor>& exp_avg() const { return m_; }
+  const std::vector<Tensor>& exp_avg_sq() const { return v_; }
   const AdamWConfig& config() const { return cfg_; }
 
  private:

@@ -1,6 +1,5 @@
 #include "lathe/train/checkpoint.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,14 +18,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-void fsync_path(const fs::path& p) {
-  const int fd = ::open(p.c_str(), O_RDONLY);
-  if (fd < 0) throw IoError(str_cat(p.string(), ": cannot open to fsync"));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw IoError(str_cat(p.string(), ": fsync failed"));
-}
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -59,10 +50,9 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
     model.save(tmp.string());
     std::vector<std::pair<std::string, Tensor>> moments;
     const auto& params = opt.params();
-    auto& self = const_cast<AdamW&>(opt);  // the moment accessors are non-const; nothing is modified
     for (size_t i = 0; i < params.size(); ++i) {
-      moments.push_back({"exp_avg." + params[i].name, self.exp_avg()[i]});
-      moments.push_back({"exp_avg_sq." + params[i].name, self.exp_avg_sq()[i]});
+      moments.push_back({"exp_avg." + params[i].name, opt.exp_avg()[i]});
+      moments.push_back({"exp_avg_sq." + params[i].name, opt.exp_avg_sq()[i]});
     }
     save_safetensors((tmp / "optimizer.safetensors").string(), moments);
     const json state = {{"step", st.step},
@@ -73,10 +63,10 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
                         {"recipe_hash", st.recipe_hash}};
     write_file_atomic((tmp / "state.json").string(), state.dump(2) + "\n");
     write_file_atomic((tmp / "DONE").string(), "");
-    fsync_path(tmp);
+    fsync_path(tmp.string());
     if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-run of the same step replaces it
     fs::rename(tmp, final_dir);
-    fsync_path(root);
+    fsync_path(root.string());
   } catch (const fs::filesystem_error& e) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -30,18 +30,7 @@ std::atomic<bool> Trainer::stop_requested_{false};
 
 void Trainer::request_stop() { stop_requested_.store(true, std::memory_order_relaxed); }
 
-struct Trainer::State {
-  std::unique_ptr<Context> ctx;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<AdamW> opt;
-  std::unique_ptr<DataLoader> train, val;
-  int64_t n_matmul = 0;
-  double peak_gflops = 0;
-  std::ofstream metrics;
-};
-
 Trainer::Trainer(TrainConfig cfg, TrainerHooks hooks) : cfg_(std::move(cfg)), hooks_(std::move(hooks)) {}
-Trainer::~Trainer() = default;
 
 double Trainer::flops_per_token(const ModelConfig& cfg, int64_t n_matmul, int64_t T) {
   double attn = 0;
@@ -153,11 +142,6 @@ std::string fmt(const char* f, double x) {
 
 TrainResult Trainer::run(bool resume) {
   stop_requested_.store(false);
-  st_ = std::make_unique<State>();
-  State& s = *st_;
-  const auto say = [&](const std::string& m) {
-    if (hooks_.on_message && dist::world().rank() == 0) hooks_.on_message(m);
-  };
   // Data parallelism: under mpirun every rank runs this loop on its share of each global batch; the
   // gradients are averaged across ranks before the (replicated, identical) optimizer step.
   dist::Communicator& comm = dist::world();
@@ -168,44 +152,49 @@ TrainResult Trainer::run(bool resume) {
   int threads = cfg_.threads;
   if (threads == 0 && comm.local_size() > 1)  // share the machine's cores between its ranks
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm.local_size());
-  s.ctx = std::make_unique<Context>(threads);
-  ContextScope scope(*s.ctx);
-  const ThreadPool& pool = s.ctx->pool;
+  const auto say = [&](const std::string& m) {
+    if (hooks_.on_message && lead) hooks_.on_message(m);
+  };
+  Context ctx(threads);  // declared first: everything below is freed while it is still alive
+  ContextScope scope(ctx);
+  const ThreadPool& pool = ctx.pool;
   if (lead) fs::create_directories(cfg_.run_dir);
   const std::string hash = trajectory_hash(cfg_.resolved);
 
   // --- model and optimizer (from the newest checkpoint when resuming) -------------------------------
   std::optional<std::string> ckpt;
   if (resume) ckpt = latest_checkpoint(cfg_.run_dir);
+  std::unique_ptr<Model> model_owner;
   if (ckpt) {
-    s.model = Model::load(*ckpt, {.force_f32 = true, .writable = true});
+    model_owner = Model::load(*ckpt, {.force_f32 = true, .writable = true});
   } else if (!cfg_.model_base.empty()) {
-    s.model = Model::load(cfg_.model_base, {.force_f32 = true, .writable = true});
+    model_owner = Model::load(cfg_.model_base, {.force_f32 = true, .writable = true});
   } else {
-    s.model = Model::create(cfg_.model_config.dump(2), cfg_.seed);
+    model_owner = Model::create(cfg_.model_config.dump(2), cfg_.seed);
   }
-  Model& model = *s.model;
+  Model& model = *model_owner;
   LATHE_CHECK_ARG(cfg_.seq_len <= model.config().max_positions || model.config().max_positions <= 0, cfg_.run_dir,
                   ": data.seq_len ", cfg_.seq_len, " exceeds the model's max_position_embeddings ",
                   model.config().max_positions);
   model.set_requires_grad(true);
   model.set_recompute_layers(cfg_.recompute_layers);
-  s.opt = std::make_unique<AdamW>(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
+  AdamW opt(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
   TrainState state;
   state.seed = cfg_.seed;
   state.recipe_hash = hash;
   if (ckpt) {
-    state = load_checkpoint_state(*ckpt, *s.opt);
+    state = load_checkpoint_state(*ckpt, opt);
     if (state.recipe_hash != hash)
       say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
+    state.recipe_hash = hash;  // later checkpoints record the recipe they continue with
     say("resumed from " + *ckpt + " at step " + std::to_string(state.step));
   } else if (resume) {
     say("no checkpoint in " + cfg_.run_dir + ": starting from step 0");
   }
-  s.n_matmul = matmul_params(model);
-  s.peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
-  comm.all_reduce_sum(&s.peak_gflops, 1);  // the job's peak: every rank's threads
-  const double flops_tok = flops_per_token(model.config(), s.n_matmul, cfg_.seq_len);
+  const int64_t n_matmul = matmul_params(model);
+  double peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
+  comm.all_reduce_sum(&peak_gflops, 1);  // the job's peak: every rank's threads
+  const double flops_tok = flops_per_token(model.config(), n_matmul, cfg_.seq_len);
 
   // --- data --------------------------------------------------------------------------------------------
   const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
@@ -220,21 +209,23 @@ TrainResult Trainer::run(bool resume) {
       delimiter = manifest["delimiter_id"].get<int32_t>();
     }
   }
-  s.train = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train"),
-                                                           .seq_len = cfg_.seq_len,
-                                                           .seed = cfg_.seed,
-                                                           .shuffle = cfg_.shuffle,
-                                                           .vocab_limit = vocab,
-                                                           .delimiter_id = delimiter});
-  s.train->seek(state.data_cursor);
+  DataLoader train(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train"),
+                                     .seq_len = cfg_.seq_len,
+                                     .seed = cfg_.seed,
+                                     .shuffle = cfg_.shuffle,
+                                     .vocab_limit = vocab,
+                                     .delimiter_id = delimiter});
+  train.seek(state.data_cursor);
+  std::unique_ptr<DataLoader> val;  // none without validation data
   if (!cfg_.val_data.empty())
-    s.val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val"),
-                                                           .seq_len = cfg_.seq_len,
-                                                           .shuffle = false,
-                                                           .vocab_limit = vocab,
-                                                           .delimiter_id = delimiter});
+    val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val"),
+                                                         .seq_len = cfg_.seq_len,
+                                                         .shuffle = false,
+                                                         .vocab_limit = vocab,
+                                                         .delimiter_id = delimiter});
 
   // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
+  std::ofstream metrics;  // rank 0 only
   if (lead) {
     write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
     write_file_atomic((fs::path(cfg_.run_dir) / "recipe.json").string(), cfg_.resolved.dump(2) + "\n");  // for scripts
@@ -255,23 +246,23 @@ TrainResult Trainer::run(bool resume) {
       }
       write_file_atomic(metrics_path.string(), kept);
     }
-    s.metrics.open(metrics_path, std::ios::app);
+    metrics.open(metrics_path, std::ios::app);
   }
   if (lead && state.step == 0)
-    s.metrics << json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", s.n_matmul},
-                      {"flops_per_token", flops_tok}, {"peak_gflops", s.peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
+    metrics << json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", n_matmul},
+                      {"flops_per_token", flops_tok}, {"peak_gflops", peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
                      .dump()
               << "\n"
               << std::flush;
 
   const int64_t B = cfg_.batch_size, T = cfg_.seq_len;
   const auto evaluate = [&](int64_t step) -> double {
-    if (!s.val) return -1;
+    if (!val) return -1;
     NoGradGuard no_grad;
     double sum = 0;
-    const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, s.val->samples_per_epoch() / B));
+    const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, val->samples_per_epoch() / B));
     for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
-      const Batch b = s.val->batch_at((i * B) % s.val->samples_per_epoch(), B);
+      const Batch b = val->batch_at((i * B) % val->samples_per_epoch(), B);
       const DocumentLayout docs = document_layout(b);
       sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
                         b.positions.empty() ? nullptr : &docs)
@@ -279,19 +270,19 @@ TrainResult Trainer::run(bool resume) {
     }
     comm.all_reduce_sum(&sum, 1);
     const double v = sum / static_cast<double>(n);
-    if (lead) s.metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
+    if (lead) metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
     if (hooks_.on_eval && lead) hooks_.on_eval({step, v});
     return v;
   };
   // Rank 0 writes; every rank learns whether it succeeded, so a failed write stops all of them.
   const auto checkpoint = [&](int64_t step) {
     state.step = step;
-    state.data_cursor = s.train->cursor();
+    state.data_cursor = train.cursor();
     state.world_size = world;
     std::string dir, error;
     if (lead) {
       try {
-        dir = save_checkpoint(cfg_.run_dir, model, *s.opt, state, cfg_.keep_checkpoints);
+        dir = save_checkpoint(cfg_.run_dir, model, opt, state, cfg_.keep_checkpoints);
       } catch (const Error& e) {
         error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
       }
@@ -313,7 +304,7 @@ TrainResult Trainer::run(bool resume) {
     const auto t0 = Clock::now();
     loss = 0;
     for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
-      const Batch b = s.train->next(B, rank, world);
+      const Batch b = train.next(B, rank, world);
       const DocumentLayout docs = document_layout(b);
       Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
                             b.positions.empty() ? nullptr : &docs);
@@ -325,14 +316,14 @@ TrainResult Trainer::run(bool resume) {
     if (world > 1) {
       comm.all_reduce_sum(&loss, 1);
       loss /= world;
-      average_gradients(s.opt->params(), comm, grad_buffer);
+      average_gradients(opt.params(), comm, grad_buffer);
     }
     LATHE_CHECK_ARG(std::isfinite(loss), "training diverged: loss ", loss, " at step ", step + 1,
                     " (lower optimizer.lr or raise schedule.warmup_steps)");
-    const double gnorm = global_grad_norm(s.opt->params(), pool);
+    const double gnorm = global_grad_norm(opt.params(), pool);
     const float clip = cfg_.grad_clip > 0 && gnorm > cfg_.grad_clip ? static_cast<float>(cfg_.grad_clip / gnorm) : 1.f;
     const double lr = cfg_.schedule.at(step);
-    s.opt->step(lr, clip, pool);
+    opt.step(lr, clip, pool);
     model.zero_grad();
     ++step;
 
@@ -344,11 +335,11 @@ TrainResult Trainer::run(bool resume) {
     r.lr = lr;
     r.grad_norm = gnorm;
     r.tokens_per_s = static_cast<double>(B * T * cfg_.grad_accum) / dt;
-    r.mfu = r.tokens_per_s * flops_tok / (s.peak_gflops * 1e9);
+    r.mfu = r.tokens_per_s * flops_tok / (peak_gflops * 1e9);
     r.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
     if (lead && (step % cfg_.log_every == 0 || step == cfg_.steps)) {
       // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.
-      s.metrics << "{\"step\":" << step << ",\"loss\":" << fmt("%.9g", loss) << ",\"lr\":" << fmt("%.9g", lr)
+      metrics << "{\"step\":" << step << ",\"loss\":" << fmt("%.9g", loss) << ",\"lr\":" << fmt("%.9g", lr)
                 << ",\"grad_norm\":" << fmt("%.6g", gnorm) << ",\"tokens_per_s\":" << fmt("%.1f", r.tokens_per_s)
                 << ",\"mfu\":" << fmt("%.4f", r.mfu) << ",\"elapsed_s\":" << fmt("%.2f", r.elapsed_s) << "}\n"
                 << std::flush;

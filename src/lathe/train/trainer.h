@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <functional>
-#include <memory>
 #include <string>
 
 #include "lathe/models/config.h"
@@ -46,7 +45,6 @@ struct TrainResult {
 class Trainer {
  public:
   explicit Trainer(TrainConfig cfg, TrainerHooks hooks = {});
-  ~Trainer();
 
   // Trains to cfg.steps. With resume, continues from the newest complete checkpoint of the run folder
   // (starting fresh when there is none).
@@ -59,10 +57,8 @@ class Trainer {
   static double flops_per_token(const ModelConfig& cfg, int64_t n_matmul_params, int64_t seq_len);
 
  private:
-  struct State;
   TrainConfig cfg_;
   TrainerHooks hooks_;
-  std::unique_ptr<State> st_;
   static std::atomic<bool> stop_requested_;
 };
 
