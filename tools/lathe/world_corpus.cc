@@ -1,7 +1,7 @@
 // lathe data synth: the quickstart's corpus, generated (license-clean, reproducible from a seed). It
 // describes one small "world" the post-training recipes reuse: people logging meals with calorie counts
 // from one fixed food table, arithmetic, and capitals of real countries. Also writes a byte-level
-// tokenizer (256 byte tokens + special tokens) so the quickstart needs no download.
+// tokenizer (train/byte_tokenizer.h) so the quickstart needs no download.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include "args.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
-#include "lathe/io/tokenizer/unicode.h"
+#include "lathe/train/byte_tokenizer.h"
 
 namespace lathe::cli {
 
@@ -111,36 +111,6 @@ std::string document(CounterRng& rng) {
   return doc;
 }
 
-// 256 byte-level tokens, then the special tokens. A chat template (ChatML) is included for the
-// post-training recipes that fine-tune on the same world.
-void write_byte_tokenizer(const fs::path& dir) {
-  fs::create_directories(dir);
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[tokenizer::ByteLevelTable::get().byte_to_utf8[b]] = b;
-  json added = json::array();
-  const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-  for (int i = 0; i < 3; ++i)
-    added.push_back({{"id", 256 + i}, {"content", specials[i]}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
-  const json tok = {{"version", "1.0"},
-                    {"added_tokens", added},
-                    {"normalizer", nullptr},
-                    {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
-                    {"post_processor", nullptr},
-                    {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-                    {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}};
-  write_file_atomic((dir / "tokenizer.json").string(), tok.dump(1) + "\n");
-  const json cfg = {
-      {"bos_token", "<|endoftext|>"},
-      {"eos_token", "<|im_end|>"},
-      {"pad_token", "<|endoftext|>"},
-      {"model_max_length", 1024},
-      {"chat_template",
-       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-       "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"}};
-  write_file_atomic((dir / "tokenizer_config.json").string(), cfg.dump(2) + "\n");
-}
-
 }  // namespace
 
 int cmd_data_synth(int argc, char** argv) {
@@ -163,7 +133,7 @@ int cmd_data_synth(int argc, char** argv) {
   std::string text;
   for (int64_t i = 0; i < n; ++i) text += json{{"text", document(rng)}}.dump() + "\n";
   write_file_atomic((out / "world.jsonl").string(), text);
-  write_byte_tokenizer(out / "tokenizer");
+  train::write_byte_level_tokenizer((out / "tokenizer").string());
   std::printf("%s: %lld documents, %.1f MB; tokenizer in %s\n", (out / "world.jsonl").c_str(), (long long)n,
               text.size() / 1e6, (out / "tokenizer").c_str());
   return 0;

@@ -8,26 +8,15 @@
 #include "lathe/base/error.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/io/tokenizer/tokenizer.h"
-#include "lathe/io/tokenizer/unicode.h"
+#include "lathe/train/byte_tokenizer.h"
 #include "lathe/train/data_loader.h"
 
 namespace lathe::train {
 namespace {
 
-// A byte-level tokenizer (256 byte tokens, no merges) with <|endoftext|> = 256 as BOS and EOS.
+// The quickstart's byte-level tokenizer: 256 byte tokens, <|endoftext|> = 256 is BOS (the delimiter).
 std::string write_byte_tokenizer(const std::string& dir) {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[tokenizer::ByteLevelTable::get().byte_to_utf8[b]] = b;
-  const nlohmann::json tok = {
-      {"added_tokens", {{{"id", 256}, {"content", "<|endoftext|>"}, {"special", true}, {"single_word", false},
-                         {"lstrip", false}, {"rstrip", false}, {"normalized", false}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
-  std::ofstream(dir + "/tokenizer.json") << tok.dump();
-  std::ofstream(dir + "/tokenizer_config.json") << R"({"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})";
+  write_byte_level_tokenizer(dir);
   return dir;
 }
 
