@@ -139,10 +139,6 @@ void backward(const Tensor& loss, const Tensor& grad_loss) {
   }
 }
 
-}  // namespace lathe
-
-namespace lathe {
-
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
   if (!tls_grad_enabled) return fn(x);
   Tensor out;

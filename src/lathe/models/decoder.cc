@@ -96,18 +96,18 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor&
     LATHE_CHECK_ARG(start + T <= c.max_positions, "[decoder] ", start + T, " positions exceed the model's ",
                     c.max_positions, " learned position embeddings");
 
-  Tensor positions = Tensor::empty({B, T}, DType::kI32);
-  int32_t* pp = positions.data<int32_t>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
-
-  Tensor key_start;
+  Tensor positions, key_start;  // positions [B, T]
   if (docs) {  // packed documents: positions restart per document, attention stays inside each one
     LATHE_CHECK_ARG(!cache && docs->positions.shape() == ids.shape() && docs->key_start.shape() == ids.shape() &&
                         docs->positions.dtype() == DType::kI32,
                     "[decoder] document layout must be int32 [B, T] like the ids (and no KV cache)");
     positions = docs->positions.contiguous();
     key_start = docs->key_start;
+  } else {  // every row at start, start + 1, ...
+    positions = Tensor::empty({B, T}, DType::kI32);
+    int32_t* pp = positions.data<int32_t>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
   }
   Tensor x = embedding(w.embed, ids);  // [B, T, C]
   if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);

@@ -289,10 +289,8 @@ TrainConfig parse_recipe(const std::string& yaml_text, const std::vector<std::st
 TrainConfig load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
   json tree = read_recipe_tree(path, 0);
   apply_overrides(tree, overrides);
-  TrainConfig c = from_tree(std::move(tree), path);
-  // Relative data and model paths in a recipe are relative to the working directory (as on the command
-  // line), so recipes in recipes/ can be run from the repository root.
-  return c;
+  // Relative data and model paths stay relative to the working directory, as on the command line.
+  return from_tree(std::move(tree), path);
 }
 
 }  // namespace lathe::train
