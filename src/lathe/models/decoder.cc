@@ -5,6 +5,7 @@
 #include "lathe/models/model.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/attention.h"
+#include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/ops/embedding.h"
 #include "lathe/ops/gated_mlp.h"
@@ -18,15 +19,22 @@
 namespace lathe {
 namespace {
 
+// A matmul input: rounded to bf16 in bf16 compute when the weight is a bf16 copy (forward_cached reads
+// the f32 masters and stays f32); norms, softmax and residuals stay f32.
+Tensor mm_in(const ModelConfig& c, const Tensor& x, const Tensor& w) {
+  return c.bf16_compute && w.dtype() == DType::kBF16 ? to_bf16(x) : x;
+}
+
 Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor& b) {
   if (c.norm == NormKind::kLayer) return layer_norm(x, w, b, c.norm_eps);
   return rms_norm(x, w, c.norm_eps, c.norm_weight_offset);
 }
 
 // x [B, T, C] -> attention output projected back to [B, T, C].
-Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x,
+Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x_in,
                        const Tensor& positions, const Tensor& key_start, int layer, KvCache* cache) {
-  const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  const int64_t B = x_in.size(0), T = x_in.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  const Tensor x = mm_in(c, x_in, w.wq);
   Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
   auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
   Tensor k = reshape(k_flat, {B, T, Hkv, D});
@@ -59,18 +67,19 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
   } else {
     attn = scaled_dot_product_attention(q, k, v, opts);
   }
-  return linear(reshape(attn, {B, T, H * D}), w.wo, w.bo);
+  return linear(mm_in(c, reshape(attn, {B, T, H * D}), w.wo), w.wo, w.bo);
 }
 
 // x [B, T, C] -> [B, T, C].
 Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
   switch (lc.mlp) {
     case MlpKind::kGated: {
-      auto [gate, up] = linear_pair(x, w.w_gate, w.w_up);
-      return linear(gated_activation(gate, up, c.act), w.w_down);
+      auto [gate, up] = linear_pair(mm_in(c, x, w.w_gate), w.w_gate, w.w_up);
+      return linear(mm_in(c, gated_activation(gate, up, c.act), w.w_down), w.w_down);
     }
     case MlpKind::kPlain:
-      return linear(activation(linear(x, w.w_up, w.b_up), c.act), w.w_down, w.b_down);
+      return linear(mm_in(c, activation(linear(mm_in(c, x, w.w_up), w.w_up, w.b_up), c.act), w.w_down), w.w_down,
+                    w.b_down);
     case MlpKind::kMoe: {
       MoeOptions mo;
       mo.top_k = static_cast<int>(c.top_k);

@@ -14,6 +14,7 @@
 #include "lathe/io/safetensors.h"
 #include "lathe/models/family.h"
 #include "lathe/ops/cross_entropy.h"
+#include "lathe/ops/cast.h"
 #include "lathe/ops/linear.h"
 #include "lathe/ops/reshape.h"
 #include "lathe/ops/softcap.h"
@@ -201,9 +202,27 @@ std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
   return out;
 }
 
+void Model::set_bf16_compute(bool on) {
+  cfg_.bf16_compute = on;
+  bf16_ = on ? std::make_unique<Bf16ComputeWeights>(w_) : nullptr;
+  compute_w_ = ModelWeights();
+}
+
+void Model::round_bf16_weights(uint64_t key) {
+  LATHE_CHECK_ARG(bf16_ != nullptr, "[round_bf16_weights] the model is not in bf16 compute");
+  bf16_->round_from(w_, key);
+}
+
+const ModelWeights& Model::compute_weights() {
+  if (!bf16_) return w_;
+  compute_w_ = bf16_->view(w_);
+  return compute_w_;
+}
+
 Tensor Model::forward(const Tensor& ids) {
-  Tensor h = decoder_hidden(cfg_, w_, ids, nullptr);  // [B, T, C]
-  Tensor logits = linear(h, w_.lm_head);              // [B, T, V]
+  const ModelWeights& w = compute_weights();
+  Tensor h = decoder_hidden(cfg_, w, ids, nullptr);                       // [B, T, C]
+  Tensor logits = linear(cfg_.bf16_compute ? to_bf16(h) : h, w.lm_head);  // [B, T, V]
   if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
   return logits;
 }
@@ -212,7 +231,9 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
                   shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
-  Tensor h = decoder_hidden(cfg_, w_, ids, nullptr);  // [B, T, C]
+  const ModelWeights& w = compute_weights();
+  Tensor h = decoder_hidden(cfg_, w, ids, nullptr);  // [B, T, C]
+  if (cfg_.bf16_compute) h = to_bf16(h);
   // Labels: ids shifted left; the last position of each row has no next token and is ignored.
   Tensor labels = Tensor::empty({B * T}, DType::kI32);
   const int32_t* ip = ids.contiguous().data<int32_t>();
@@ -222,7 +243,7 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   LinearCrossEntropyOptions o;
   o.ignore_index = -100;
   o.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, labels, o);
+  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, labels, o);
 }
 
 Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs) {
@@ -230,11 +251,13 @@ Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLa
                   "[loss] inputs and targets must both be [B, T] (targets int32), got ", shape_str(inputs.shape()),
                   " and ", shape_str(targets.shape()));
   const int64_t B = inputs.size(0), T = inputs.size(1);
-  Tensor h = decoder_hidden(cfg_, w_, inputs, nullptr, docs);  // [B, T, C]
+  const ModelWeights& w = compute_weights();
+  Tensor h = decoder_hidden(cfg_, w, inputs, nullptr, docs);  // [B, T, C]
+  if (cfg_.bf16_compute) h = to_bf16(h);
   LinearCrossEntropyOptions o;
   o.ignore_index = -100;
   o.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w_.lm_head, targets.contiguous().view({B * T}), o);
+  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, targets.contiguous().view({B * T}), o);
 }
 
 KvCache Model::make_cache(int64_t max_tokens) const {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/models/bf16_weights.h"
 #include "lathe/models/config.h"
 #include "lathe/models/kv_cache.h"
 #include "lathe/models/weights.h"
@@ -47,6 +48,12 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   // Activation recompute per layer during training (ModelConfig::recompute_layers).
   void set_recompute_layers(bool on) { cfg_.recompute_layers = on; }
+  // bf16 mixed-precision training (ModelConfig::bf16_compute): on allocates bf16 copies of the matmul
+  // weights (2 bytes/param), which round_bf16_weights must then fill; off drops them.
+  void set_bf16_compute(bool on);
+  // Rewrites the bf16 copies from the f32 weights by stochastic rounding keyed by `key` (after every
+  // optimizer step and at the start of a run). Needs set_bf16_compute(true).
+  void round_bf16_weights(uint64_t key);
   ModelWeights& weights() { return w_; }
   const ModelWeights& weights() const { return w_; }
   const std::vector<TensorBinding>& bindings() const { return bindings_; }
@@ -59,6 +66,7 @@ class Model {
   // Gradients in checkpoint layout and names (as `grad.<name>` of reference files), after backward().
   std::vector<std::pair<std::string, Tensor>> gradients_by_name();
 
+  // The three methods below use the bf16 copies in bf16 compute (forward_cached always the f32 weights).
   // ids [B, T] int32 -> logits [B, T, V] f32 (autograd records when parameters require grad).
   Tensor forward(const Tensor& ids);
   // Mean next-token cross-entropy over all B*(T-1) shifted positions (labels = ids), fused with the
@@ -77,8 +85,13 @@ class Model {
  private:
   Model() = default;
   void parse_config_text(const std::string& text, const std::string& where);
+  // The weights a training forward reads: w_, or in bf16 compute a fresh view onto the bf16 copies,
+  // kept in compute_w_ until the next forward (a recomputed layer reads it during the backward).
+  const ModelWeights& compute_weights();
   ModelConfig cfg_;
   ModelWeights w_;
+  std::unique_ptr<Bf16ComputeWeights> bf16_;  // set in bf16 compute
+  ModelWeights compute_w_;
   std::vector<TensorBinding> bindings_;
   nlohmann::json generation_config_;
   std::string config_text_, generation_config_text_;

@@ -71,10 +71,16 @@ void gemm_head(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
               pool);
 }
 
-// logits chunk [n, vc] = hidden [n, c] · weight[v0 : v0 + vc, :]ᵀ, soft-capped when cap > 0.
-void chunk_logits(const float* h, const Tensor& w, int64_t n, int64_t c, int64_t v0, int64_t vc, float cap,
+// logits chunk [n, vc] = hidden [n, c] · weight[v0 : v0 + vc, :]ᵀ, soft-capped when cap > 0. hidden f32,
+// or bf16 with a bf16 weight (bf16 compute).
+void chunk_logits(const Tensor& h, const Tensor& w, int64_t n, int64_t c, int64_t v0, int64_t vc, float cap,
                   float* buf) {
-  gemm_head(false, true, n, vc, c, h, c, w, v0 * c, c, buf, vc, 0.f);
+  if (h.dtype() == DType::kBF16)
+    cpu::gemm(cpu::GemmArgs<bf16, bf16>{false, true, n, vc, c, h.data<bf16>(), c, w.data<bf16>() + v0 * c, c, buf,
+                                         vc, 1.f, 0.f},
+              current_context().pool);
+  else
+    gemm_head(false, true, n, vc, c, h.data<float>(), c, w, v0 * c, c, buf, vc, 0.f);
   if (cap > 0.f)
     parallel_rows(n, vc, [&](int64_t, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) softcap_forward(buf + i * vc, buf + i * vc, vc, cap);
@@ -142,8 +148,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels_in, int ignor
 
 Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, const Tensor& labels_in,
                             const LinearCrossEntropyOptions& opt) {
-  LATHE_CHECK_ARG(hidden_in.defined() && hidden_in.dtype() == DType::kF32 && hidden_in.dim() == 2,
-                  "[linear_cross_entropy] hidden must be f32 [N, C], got ",
+  LATHE_CHECK_ARG(hidden_in.defined() && hidden_in.dim() == 2 &&
+                      (hidden_in.dtype() == DType::kF32 ||
+                       (hidden_in.dtype() == DType::kBF16 && weight_in.dtype() == DType::kBF16)),
+                  "[linear_cross_entropy] hidden must be f32 [N, C] (or bf16 with a bf16 weight), got ",
                   hidden_in.defined() ? shape_str(hidden_in.shape()) : "undefined");
   LATHE_CHECK_ARG(weight_in.defined() && weight_in.dim() == 2 && weight_in.size(1) == hidden_in.size(1) &&
                       (weight_in.dtype() == DType::kF32 || weight_in.dtype() == DType::kBF16),
@@ -168,7 +176,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
   for (int64_t v0 = 0; v0 < v; v0 += chunk) {
     const int64_t vc = std::min(chunk, v - v0);
     float* zc = keep ? kept.data<float>() + n * v0 : buf.data();
-    chunk_logits(h.data<float>(), w, n, c, v0, vc, cap, zc);
+    chunk_logits(h, w, n, c, v0, vc, cap, zc);
     parallel_rows(n, vc, [&](int64_t, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* z = zc + i * vc;
@@ -192,14 +200,14 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
 
   if (needs_grad({&hidden_in, &weight_in})) {
     const bool want_h = hidden_in.requires_grad(), want_w = weight_in.requires_grad();
-    LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32,
-                    "[linear_cross_entropy] gradients need an f32 weight (bf16 is inference-only)");
+    // A bf16 weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight).
+    LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32 || weight_in.grad_fn(),
+                    "[linear_cross_entropy] gradients need an f32 weight or a bf16 compute copy");
     Tensor hs = h.detach(), ws = w.detach(), ls = labels.detach();
     record(loss, "linear_cross_entropy", {hidden_in, weight_in}, [=](const Tensor& g) -> std::vector<Tensor> {
       // Gradient per chunk: dz = (softmax − onehot)·g/count (0 on ignored rows); through the cap
       // da = dz·(1 − (z/cap)²); then dhidden += da · w_chunk and dweight_chunk = daᵀ · hidden.
       const float scale = g.item() / static_cast<float>(count);
-      const float* hp = hs.data<float>();
       const float* lp = lse.data<float>();
       const int32_t* lb = ls.data<int32_t>();
       Tensor dh = want_h ? Tensor::empty({n, c}) : Tensor(), dw = want_w ? Tensor::empty({v, c}) : Tensor();
@@ -209,7 +217,7 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
         const int64_t vc = std::min(chunk, v - v0);
         // The chunk's logits, turned into dlogits in place (the kept ones are not needed afterwards).
         float* const da = keep ? kept.data<float>() + n * v0 : scratch.data();
-        if (!keep) chunk_logits(hp, ws, n, c, v0, vc, cap, da);
+        if (!keep) chunk_logits(hs, ws, n, c, v0, vc, cap, da);
         parallel_rows(n, vc, [&](int64_t, int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
             float* zr = da + i * vc;
@@ -236,9 +244,13 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
         const auto product = [&](int64_t task, const ThreadPool& pool) {
           if (task == 0 && want_h)
             gemm_head(false, false, n, c, vc, da, vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f, pool);
-          if (task == 1 && want_w)
-            cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hp, c, dw.data<float>() + v0 * c,
-                                                   c, 1.f, 0.f},
+          if (task == 1 && want_w && hs.dtype() == DType::kBF16)
+            cpu::gemm(cpu::GemmArgs<float, bf16>{true, false, vc, c, n, da, vc, hs.data<bf16>(), c,
+                                                  dw.data<float>() + v0 * c, c, 1.f, 0.f},
+                      pool);
+          else if (task == 1 && want_w)
+            cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hs.data<float>(), c,
+                                                   dw.data<float>() + v0 * c, c, 1.f, 0.f},
                       pool);
         };
         run_gemm_pair(want_h && want_w, product);

@@ -9,11 +9,17 @@
 namespace lathe {
 namespace {
 
-// out[M, N] (=|+=) op(a)·op(b) with a f32 and b f32 or bf16, all contiguous row-major.
+// out[M, N] (=|+=) op(a)·op(b), all contiguous row-major: a and b f32, a f32 and b bf16, or both bf16
+// (bf16 compute); f32 accumulation in every case.
 void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
                float* out, float beta, const ThreadPool& pool = current_context().pool) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-  if (b.dtype() == DType::kBF16) {
+  if (a.dtype() == DType::kBF16) {
+    LATHE_ASSERT(b.dtype() == DType::kBF16, "bf16 x f32 GEMM is not provided");
+    cpu::gemm(cpu::GemmArgs<bf16, bf16>{trans_a, trans_b, m, n, k, a.data<bf16>(), lda, b.data<bf16>(), ldb, out, n,
+                                         1.f, beta},
+              pool);
+  } else if (b.dtype() == DType::kBF16) {
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
                                           out, n, 1.f, beta},
               pool);
@@ -29,10 +35,12 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 namespace {
 
 void check_linear_args(const Tensor& x_in, const Tensor& w, const Tensor& b) {
-  LATHE_CHECK_ARG(x_in.dtype() == DType::kF32, "[linear] input must be f32, got ", dtype_name(x_in.dtype()));
   LATHE_CHECK_ARG(w.dim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
                   "[linear] weight must be 2-D f32 or bf16, got ", shape_str(w.shape()), " ",
                   dtype_name(w.dtype()));
+  LATHE_CHECK_ARG(x_in.dtype() == DType::kF32 || (x_in.dtype() == DType::kBF16 && w.dtype() == DType::kBF16),
+                  "[linear] input must be f32 (or bf16 with a bf16 weight), got ", dtype_name(x_in.dtype()),
+                  " with a ", dtype_name(w.dtype()), " weight");
   LATHE_CHECK_ARG(x_in.dim() >= 1 && x_in.size(-1) == w.size(1), "[linear] input ", shape_str(x_in.shape()),
                   " does not match weight [out, in] = ", shape_str(w.shape()));
   LATHE_CHECK_ARG(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.dtype() == DType::kF32),
@@ -69,8 +77,11 @@ struct LinearJob {
   Tensor finish() {
     if (!needs_grad({&x_in, &w, &b})) return y;
     const bool want_x = x_in.requires_grad(), want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
-    LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32, "[linear] gradients need an f32 weight (bf16 is inference-only)");
-    Tensor xs = x.detach(), ws = wc.detach();
+    // A bf16 weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight), which
+    // takes the f32 dw on to the master; a bf16 leaf would need a bf16 gradient.
+    LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32 || w.grad_fn(),
+                    "[linear] gradients need an f32 weight or a bf16 compute copy (bf16_compute_weight)");
+    Tensor xs = x.detach(), ws = wc.detach();  // bf16 in bf16 compute: half the saved bytes
     const int64_t n_ = n, in_ = in, out_ = out;
     record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {
       const int64_t n = n_, in = in_, out = out_;

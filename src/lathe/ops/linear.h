@@ -8,6 +8,8 @@
 namespace lathe {
 
 // y = x · wᵀ + b.  x [..., in] f32; w [out, in] f32 or bf16; b [out] or undefined -> y [..., out] f32.
+// bf16 compute (mixed-precision training): x and w both bf16 (to_bf16, bf16_compute_weight), f32
+// accumulation; the backward gives f32 dx = g·w and f32 dw = gᵀ·x, and keeps x in bf16.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // {linear(x, w0, b0), linear(x, w1, b1)}: two projections of one input (gate and up; k and v), the same

@@ -34,6 +34,18 @@ inline bf16 f32_to_bf16(float f) {
   return bf16{static_cast<uint16_t>(u >> 16)};
 }
 
+// Stochastic rounding to one of the two bf16 neighbours of f: adding 16 uniform random bits r to the 16
+// bits that truncation drops carries into the kept part with probability (dropped bits) / 2^16, so
+// E[result] = f (unbiased; Gupta et al. 2015, llm.c `stochastic_rounding`). Rounds the magnitude, so
+// negative values are unbiased too; f beyond the largest bf16 may round to infinity. NaN stays quiet.
+inline bf16 f32_to_bf16_stochastic(float f, uint16_t r) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += r;  // ±inf has no dropped bits: it stays
+  return bf16{static_cast<uint16_t>(u >> 16)};
+}
+
 // IEEE half precision.
 struct f16 {
   uint16_t bits;

@@ -178,6 +178,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("run.threads", c.threads);
   r.get("run.log_every", c.log_every);
   r.get("run.recompute_layers", c.recompute_layers);
+  r.get("run.precision", c.precision);
   r.get("model.base", c.model_base);
   r.get_json("model.config", c.model_config);
   r.get("data.train", c.train_data);
@@ -231,6 +232,9 @@ TrainConfig from_tree(json tree, const std::string& where) {
   LATHE_CHECK_ARG(c.log_every > 0, where, ": run.log_every must be positive");
   LATHE_CHECK_ARG(c.eval_every >= 0 && c.checkpoint_every >= 0, where, ": eval.every and checkpoint.every must be >= 0");
   LATHE_CHECK_ARG(c.keep_checkpoints >= 1, where, ": checkpoint.keep must be at least 1");
+  LATHE_CHECK_ARG(c.precision == "f32" || c.precision == "bf16", where, ": run.precision must be f32 or bf16, got ",
+                  c.precision);
+  c.resolved["run"]["precision"] = c.precision;  // the run folder says which arithmetic made it
   c.schedule.total_steps = c.steps;
   try {
     c.schedule.validate();

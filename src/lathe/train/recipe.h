@@ -21,6 +21,9 @@ struct TrainConfig {
   int threads = 0;    // 0: all cores (or LATHE_NUM_THREADS)
   int64_t log_every = 1;
   bool recompute_layers = false;  // keep only layer inputs; recompute each layer in the backward pass
+  // "f32", or "bf16": bf16 matmul inputs and weight copies, f32 master weights, moments and statistics
+  // (specs/pretrain.md §2.4). Always written to the resolved recipe.
+  std::string precision = "f32";
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

@@ -132,6 +132,13 @@ DocumentLayout document_layout(const Batch& b) {
 
 Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
 
+// bf16 compute: the key of the stochastic rounding that writes the bf16 weight copies after `step`
+// updates. Per rank and step (llm.c `-w 1`); a pure function, so a resumed run rebuilds the same copies.
+uint64_t bf16_rounding_key(uint64_t seed, int rank, int64_t step) {
+  return derive_key(derive_key(derive_key(seed, hash_name("bf16 weights")), static_cast<uint64_t>(rank)),
+                    static_cast<uint64_t>(step));
+}
+
 std::string fmt(const char* f, double x) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), f, x);
@@ -190,6 +197,11 @@ TrainResult Trainer::run(bool resume) {
     say("resumed from " + *ckpt + " at step " + std::to_string(state.step));
   } else if (resume) {
     say("no checkpoint in " + cfg_.run_dir + ": starting from step 0");
+  }
+  const bool bf16 = cfg_.precision == "bf16";  // the optimizer keeps the f32 masters either way
+  if (bf16) {
+    model.set_bf16_compute(true);
+    model.round_bf16_weights(bf16_rounding_key(cfg_.seed, rank, state.step));
   }
   const int64_t n_matmul = matmul_params(model);
   double peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
@@ -326,6 +338,7 @@ TrainResult Trainer::run(bool resume) {
     opt.step(lr, clip, pool);
     model.zero_grad();
     ++step;
+    if (bf16) model.round_bf16_weights(bf16_rounding_key(cfg_.seed, rank, step));
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     StepReport r;
