@@ -102,6 +102,48 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   EXPECT_NE(head.find("<svg"), std::string::npos);
 }
 
+// Mean training loss of steps [begin, end) (1-based steps, end exclusive) from a run's metrics.
+double mean_loss(const std::string& run_dir, size_t begin, size_t end) {
+  const auto lines = losses(run_dir);
+  EXPECT_GE(lines.size() + 1, end) << run_dir;
+  double sum = 0;
+  for (size_t i = begin - 1; i < end - 1 && i < lines.size(); ++i)
+    sum += std::stod(lines[i].substr(lines[i].find("\"loss\":") + 7));
+  return sum / static_cast<double>(end - begin);
+}
+
+// run.precision=bf16 on the quickstart recipe and data (tiny model, the recipe's seed): the loss falls
+// like the f32 run's, and the checkpoint holds f32 masters that `lathe generate` runs.
+TEST(PretrainCli, Bf16FollowsTheF32LossOnTheQuickstartData) {
+  const std::string dir = testing::scratch_dir("pretrain_bf16");
+  ASSERT_EQ(run("data synth --out " + dir + "/world --documents 600").first, 0);
+  ASSERT_EQ(run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
+                "/data --name world --val-fraction 0.05")
+                .first,
+            0);
+  for (const char* p : {"f32", "bf16"}) {
+    auto [rc, out] = run("pretrain recipes/quickstart.yaml" + tiny_overrides(dir + "/data", dir + "/" + p) +
+                         " checkpoint.every=0 run.precision=" + p);
+    ASSERT_EQ(rc == 0 || rc == 3, true) << out;  // 3: the tiny model misses the quickstart's target
+  }
+  const double f32_start = mean_loss(dir + "/f32", 1, 6), f32_end = mean_loss(dir + "/f32", 131, 151);
+  const double bf16_start = mean_loss(dir + "/bf16", 1, 6), bf16_end = mean_loss(dir + "/bf16", 131, 151);
+  EXPECT_NEAR(bf16_start, f32_start, 1e-3 * f32_start) << "the same initial weights and batches";
+  EXPECT_LT(bf16_end, 0.6 * bf16_start) << "bf16 did not learn";
+  // Measured: 2.4% with this seed (a loss spike at step 55 of the bf16 run that the f32 run does not
+  // have; the runs are chaotic at this learning rate), < 0.1% with seeds 1, 2, 3. 5% leaves room.
+  EXPECT_NEAR(bf16_end, f32_end, 0.05 * f32_end) << "mean loss of steps 131-150";
+  EXPECT_NE(losses(dir + "/bf16"), losses(dir + "/f32")) << "run.precision=bf16 changed nothing";
+
+  auto [rc, out] = run("info " + dir + "/bf16/checkpoints/step_00000150");
+  EXPECT_EQ(rc, 0) << out;
+  const std::string dtypes = out.substr(out.find("dtypes"), out.find('\n', out.find("dtypes")) - out.find("dtypes"));
+  EXPECT_NE(dtypes.find("f32: "), std::string::npos) << "checkpoints hold the f32 masters: " << out;
+  EXPECT_EQ(dtypes.find("bf16"), std::string::npos) << out;
+  std::tie(rc, out) = run("generate " + dir + "/bf16/checkpoints/step_00000150 --prompt-ids 256 --max-tokens 4");
+  EXPECT_EQ(rc, 0) << out;
+}
+
 }  // namespace
 }  // namespace lathe
 
