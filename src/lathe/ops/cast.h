@@ -9,7 +9,8 @@
 namespace lathe {
 
 // x [...] f32 -> [...] bf16, rounded to nearest even: a matmul input in bf16 compute (the consumer keeps
-// this half-size copy for its backward). Gradient: straight through, dx = g (f32).
+// this half-size copy for its backward). Gradient: straight through, dx = g (f32). When x was produced
+// by a recorded op, the node goes directly onto that op's inputs: the graph no longer holds the f32 x.
 Tensor to_bf16(const Tensor& x);
 
 // The bf16 compute copy of an f32 master weight: returns `copy` (bf16, master's shape) with a gradient

@@ -9,6 +9,7 @@
 #include "lathe/autograd/node.h"
 #include "lathe/base/context.h"
 #include "lathe/ops/cross_entropy.h"
+#include "lathe/ops/elementwise.h"
 #include "lathe/ops/gradcheck.h"
 #include "lathe/ops/linear.h"
 #include "lathe/ref/gemm.h"
@@ -79,6 +80,26 @@ TEST(StochasticRoundBf16, IsDeterministicPerKeyExactOnBf16ValuesAndThreadCountFr
   Tensor nan = Tensor::full({3}, NAN), en = Tensor::empty({3}, DType::kBF16);
   stochastic_round_bf16(nan, en, 1);
   EXPECT_TRUE(std::isnan(widen(en.data<bf16>()[2])));
+}
+
+// to_bf16 of an op's output takes over that op's gradient rule: the f32 output is freed as soon as the
+// caller drops it (the bf16 copy replaces it in memory) and the gradient still reaches the op's input.
+TEST(ToBf16, FreesTheF32InputOfARecordedOpAndKeepsItsGradient) {
+  Tensor x = random_tensor({6, 10}, 3).set_requires_grad();
+  Tensor y = scale(x, 3.f);  // [6, 10] f32, recorded
+  const std::weak_ptr<Storage> y_storage = y.storage();
+  Tensor b = to_bf16(y);
+  for (int64_t i = 0; i < 60; ++i) EXPECT_EQ(widen(b.data<bf16>()[i]), rne(y.data<float>()[i]));
+  y = Tensor();
+  EXPECT_TRUE(y_storage.expired()) << "the graph still holds the f32 tensor";
+  const Tensor g = random_tensor({6, 10}, 4);
+  backward(b, g);
+  ASSERT_TRUE(x.grad().defined());
+  for (int64_t i = 0; i < 60; ++i) EXPECT_FLOAT_EQ(x.grad().data<float>()[i], 3.f * g.data<float>()[i]);
+  // A leaf input: straight through.
+  Tensor leaf = random_tensor({4}, 5).set_requires_grad();
+  backward(to_bf16(leaf), Tensor::full({4}, 2.f));
+  EXPECT_EQ(leaf.grad().to_vector(), std::vector<float>(4, 2.f));
 }
 
 double max_abs(std::initializer_list<Tensor> ts) {
