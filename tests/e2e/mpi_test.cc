@@ -87,6 +87,24 @@ TEST_F(Mpi, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
   EXPECT_NE(first.find("\"ranks\":2"), std::string::npos) << first;
 }
 
+// The overlapped, bucketed all-reduce (run.overlap_allreduce) gives the flat all-reduce's bits, with tied
+// embeddings (the weight's gradient is final only after both uses), gradient accumulation (only the last
+// micro-batch's backward sends), recomputed layers (gradients final inside a nested backward) and buckets
+// small enough that every tensor has its own.
+TEST_F(Mpi, OverlappedAllReduceIsBitIdenticalToTheFlatOne) {
+  const std::string common = " data.grad_accum=2 run.recompute_layers=true";
+  std::vector<std::vector<double>> runs;
+  for (const char* mode : {"off", "on", "on run.allreduce_bucket_mb=0.001", "on"}) {
+    const std::string run = dir_ + "/overlap" + std::to_string(runs.size());
+    auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", run, 8) +
+                        common + " run.overlap_allreduce=" + std::string(mode));
+    ASSERT_EQ(rc, 0) << out;
+    runs.push_back(losses(run));
+    ASSERT_EQ(runs.back().size(), 8u) << out;
+  }
+  for (size_t r = 1; r < runs.size(); ++r) EXPECT_EQ(runs[r], runs[0]) << "run " << r;
+}
+
 TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
   auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/full", 200));
   ASSERT_EQ(rc, 0) << out;

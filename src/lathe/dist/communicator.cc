@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstdio>
+#include <vector>
 
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #include <mpi.h>
@@ -12,6 +13,13 @@ namespace lathe::dist {
 
 namespace {
 
+// One process: the sum over one rank is the data itself, complete at once.
+class DoneRequest final : public Request {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
 class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
@@ -21,6 +29,7 @@ class SingleProcess final : public Communicator {
   const char* backend() const override { return "single"; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
+  std::unique_ptr<Request> iall_reduce_sum(float*, int64_t) override { return std::make_unique<DoneRequest>(); }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
@@ -34,6 +43,31 @@ void check(int rc, const char* what) {
     throw Error(str_cat("MPI ", what, " failed: ", std::string(msg, len)));
   }
 }
+
+// One request per kMaxCount chunk of the buffer (MPI counts are int).
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(std::vector<MPI_Request> parts) : parts_(std::move(parts)) {}
+  ~MpiRequest() override {
+    // A request dropped unfinished would leave MPI writing into a freed buffer.
+    if (!parts_.empty()) MPI_Waitall(static_cast<int>(parts_.size()), parts_.data(), MPI_STATUSES_IGNORE);
+  }
+  bool test() override {
+    if (parts_.empty()) return true;
+    int done = 0;
+    check(MPI_Testall(static_cast<int>(parts_.size()), parts_.data(), &done, MPI_STATUSES_IGNORE), "test");
+    if (done) parts_.clear();
+    return done != 0;
+  }
+  void wait() override {
+    if (parts_.empty()) return;
+    check(MPI_Waitall(static_cast<int>(parts_.size()), parts_.data(), MPI_STATUSES_IGNORE), "wait");
+    parts_.clear();
+  }
+
+ private:
+  std::vector<MPI_Request> parts_;
+};
 
 class Mpi final : public Communicator {
  public:
@@ -63,6 +97,16 @@ class Mpi final : public Communicator {
   const char* backend() const override { return "mpi"; }
   void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
   void all_reduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE); }
+  std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) override {
+    std::vector<MPI_Request> parts;
+    for (int64_t off = 0; off < n; off += kMaxCount) {
+      const int count = static_cast<int>(std::min<int64_t>(kMaxCount, n - off));
+      parts.push_back(MPI_REQUEST_NULL);
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &parts.back()),
+            "iall_reduce");
+    }
+    return std::make_unique<MpiRequest>(std::move(parts));
+  }
   void broadcast(void* data, int64_t bytes, int root) override {
     for (int64_t off = 0; off < bytes; off += kMaxCount) {
       const int count = static_cast<int>(std::min<int64_t>(kMaxCount, bytes - off));

@@ -9,6 +9,16 @@
 
 namespace lathe::dist {
 
+// A collective in flight. Its buffer must stay untouched (and alive) until wait() returns or test()
+// returns true. Without a progress thread MPI moves data only inside MPI calls, so a caller that overlaps
+// communication with compute calls test() now and then.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool test() = 0;  // progresses the transfer; true once complete
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -22,6 +32,9 @@ class Communicator {
   // In place over all ranks, in a fixed order (deterministic for a given world size).
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  // The same, non-blocking (MPI_Iallreduce): the sum lands in data once the request completes. Every rank
+  // must start its non-blocking collectives in the same order.
+  virtual std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ends every process of the job (after an error on one rank, so no rank waits forever).

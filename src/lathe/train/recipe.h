@@ -21,6 +21,8 @@ struct TrainConfig {
   int threads = 0;    // 0: all cores (or LATHE_NUM_THREADS)
   int64_t log_every = 1;
   bool recompute_layers = false;  // keep only layer inputs; recompute each layer in the backward pass
+  std::string overlap_allreduce = "auto";  // auto | on | off: bucketed all-reduce during the backward
+  double allreduce_bucket_mb = 25;         // bucket size of the overlapped all-reduce (MiB of f32 gradients)
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

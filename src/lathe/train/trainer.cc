@@ -19,6 +19,7 @@
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/data_loader.h"
+#include "lathe/train/grad_bucketer.h"
 
 namespace lathe::train {
 
@@ -296,6 +297,11 @@ TrainResult Trainer::run(bool resume) {
 
   TrainResult result;
   std::vector<float> grad_buffer;
+  // Under MPI, the last micro-batch's backward starts reducing gradient buckets as they become final.
+  std::unique_ptr<GradBucketer> bucketer;
+  if (overlap_allreduce_enabled(cfg_.overlap_allreduce, world))
+    bucketer = std::make_unique<GradBucketer>(opt.params(), comm,
+                                              static_cast<int64_t>(cfg_.allreduce_bucket_mb * (1 << 20)));
   if (cfg_.save_initial && state.step == 0) checkpoint(0);
   const auto t_start = Clock::now();
   double loss = 0;
@@ -310,13 +316,22 @@ TrainResult Trainer::run(bool resume) {
                             b.positions.empty() ? nullptr : &docs);
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
-      backward(cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum)));
+      const Tensor micro_loss = cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum));
+      if (bucketer && micro + 1 == cfg_.grad_accum) {
+        LeafGradHookScope on_final_grad([&](TensorImpl& p) { bucketer->on_grad_ready(p); });
+        backward(micro_loss);
+      } else {
+        backward(micro_loss);
+      }
     }
     loss /= static_cast<double>(cfg_.grad_accum);
     if (world > 1) {
       comm.all_reduce_sum(&loss, 1);
       loss /= world;
-      average_gradients(opt.params(), comm, grad_buffer);
+      if (bucketer)
+        bucketer->finish();
+      else
+        average_gradients(opt.params(), comm, grad_buffer);
     }
     LATHE_CHECK_ARG(std::isfinite(loss), "training diverged: loss ", loss, " at step ", step + 1,
                     " (lower optimizer.lr or raise schedule.warmup_steps)");
