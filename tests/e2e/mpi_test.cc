@@ -105,6 +105,43 @@ TEST_F(Mpi, OverlappedAllReduceIsBitIdenticalToTheFlatOne) {
   for (size_t r = 1; r < runs.size(); ++r) EXPECT_EQ(runs[r], runs[0]) << "run " << r;
 }
 
+// ZeRO-1 (run.zero=1): each rank updates half of the parameters from half of the optimizer state; the losses
+// equal the single process's within the same tolerance, and checkpoints hold the whole state: a ZeRO run
+// resumes exactly, and its checkpoint resumes without ZeRO on one process.
+TEST_F(Mpi, ZeroOneEqualsOneProcessAndItsCheckpointsResumeAnywhere) {
+  const std::string data = dir_ + "/data";
+  auto [rc, out] = sh(bin() + " pretrain recipes/quickstart.yaml" + overrides(data, dir_ + "/one", 20));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(data, dir_ + "/zero", 20) +
+                         " run.zero=1 checkpoint.keep=5");
+  ASSERT_EQ(rc, 0) << out;
+  const auto one = losses(dir_ + "/one"), zero = losses(dir_ + "/zero");
+  ASSERT_EQ(one.size(), 20u);
+  ASSERT_EQ(zero.size(), 20u) << out;
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(zero[i], one[i], 1e-5 * std::abs(one[i])) << "step " << i + 1;
+
+  // Back to the step-10 checkpoint (as after a crash there): the same job continues exactly, and one
+  // process without ZeRO continues within tolerance.
+  for (const char* how : {"zero", "single"}) {
+    const std::string run = dir_ + "/resume_" + how;
+    fs::copy(dir_ + "/zero", run, fs::copy_options::recursive);
+    for (const char* step : {"step_00000015", "step_00000020"}) fs::remove_all(run + "/checkpoints/" + step);
+    const bool zero_run = std::string(how) == "zero";
+    std::tie(rc, out) = sh((zero_run ? kMpirun : "") + bin() + " pretrain recipes/quickstart.yaml" +
+                           overrides(data, run, 20) + (zero_run ? " run.zero=1" : "") + " checkpoint.keep=5 --resume");
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+    const auto got = losses(run);
+    ASSERT_EQ(got.size(), 20u) << out;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (zero_run)
+        EXPECT_EQ(got[i], zero[i]) << "step " << i + 1;
+      else
+        EXPECT_NEAR(got[i], zero[i], 1e-5 * std::abs(zero[i])) << "step " << i + 1;
+    }
+  }
+}
+
 TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
   auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/full", 200));
   ASSERT_EQ(rc, 0) << out;

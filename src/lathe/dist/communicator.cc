@@ -30,6 +30,7 @@ class SingleProcess final : public Communicator {
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   std::unique_ptr<Request> iall_reduce_sum(float*, int64_t) override { return std::make_unique<DoneRequest>(); }
+  void all_gather(float*, const std::vector<int64_t>&) override {}
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
@@ -106,6 +107,20 @@ class Mpi final : public Communicator {
             "iall_reduce");
     }
     return std::make_unique<MpiRequest>(std::move(parts));
+  }
+  void all_gather(float* data, const std::vector<int64_t>& counts) override {
+    LATHE_ASSERT(static_cast<int>(counts.size()) == size_, "all_gather: one count per rank");
+    std::vector<int> count(size_), displ(size_);
+    int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      LATHE_CHECK_ARG(off + counts[r] <= kMaxCount, "all_gather: ", off + counts[r], " elements exceed MPI's int count");
+      count[r] = static_cast<int>(counts[r]);
+      displ[r] = static_cast<int>(off);
+      off += counts[r];
+    }
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, count.data(), displ.data(), MPI_FLOAT,
+                         MPI_COMM_WORLD),
+          "all_gather");
   }
   void broadcast(void* data, int64_t bytes, int root) override {
     for (int64_t off = 0; off < bytes; off += kMaxCount) {

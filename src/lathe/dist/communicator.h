@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace lathe::dist {
 
@@ -35,6 +36,9 @@ class Communicator {
   // The same, non-blocking (MPI_Iallreduce): the sum lands in data once the request completes. Every rank
   // must start its non-blocking collectives in the same order.
   virtual std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) = 0;
+  // In place: rank r's counts[r] elements, at offset counts[0] + ... + counts[r - 1] of data, reach every
+  // rank (MPI_Allgatherv). The total must fit an int.
+  virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ends every process of the job (after an error on one rank, so no rank waits forever).

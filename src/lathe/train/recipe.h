@@ -23,6 +23,7 @@ struct TrainConfig {
   bool recompute_layers = false;  // keep only layer inputs; recompute each layer in the backward pass
   std::string overlap_allreduce = "auto";  // auto | on | off: bucketed all-reduce during the backward
   double allreduce_bucket_mb = 25;         // bucket size of the overlapped all-reduce (MiB of f32 gradients)
+  int zero = 0;                            // 1: ZeRO-1, the optimizer state split over the ranks
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

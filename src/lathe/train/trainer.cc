@@ -20,6 +20,7 @@
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/data_loader.h"
 #include "lathe/train/grad_bucketer.h"
+#include "lathe/train/zero.h"
 
 namespace lathe::train {
 
@@ -179,12 +180,17 @@ TrainResult Trainer::run(bool resume) {
                   model.config().max_positions);
   model.set_requires_grad(true);
   model.set_recompute_layers(cfg_.recompute_layers);
-  AdamW opt(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
+  // ZeRO-1 (train/zero.h): this rank keeps and updates the optimizer state of its range of elements only.
+  const bool zero = cfg_.zero == 1 && world > 1;
+  std::vector<OptimParam> params = optim_params(model, cfg_.decay_embeddings);
+  const ElementRange owned = zero ? zero_owned_range(params, rank, world) : ElementRange{};
+  AdamW opt(std::move(params), cfg_.adamw, owned);
+  if (zero) say(str_cat("ZeRO-1: each rank keeps the optimizer state of ", owned.end - owned.begin, " elements"));
   TrainState state;
   state.seed = cfg_.seed;
   state.recipe_hash = hash;
   if (ckpt) {
-    state = load_checkpoint_state(*ckpt, opt);
+    state = zero ? zero_load_checkpoint_state(*ckpt, opt) : load_checkpoint_state(*ckpt, opt);
     if (state.recipe_hash != hash)
       say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
     state.recipe_hash = hash;  // later checkpoints record the recipe they continue with
@@ -281,9 +287,10 @@ TrainResult Trainer::run(bool resume) {
     state.data_cursor = train.cursor();
     state.world_size = world;
     std::string dir, error;
+    const std::optional<AdamW> whole = zero ? zero_gather_state(opt, comm) : std::nullopt;  // every rank takes part
     if (lead) {
       try {
-        dir = save_checkpoint(cfg_.run_dir, model, opt, state, cfg_.keep_checkpoints);
+        dir = save_checkpoint(cfg_.run_dir, model, whole ? *whole : opt, state, cfg_.keep_checkpoints);
       } catch (const Error& e) {
         error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
       }
@@ -339,6 +346,7 @@ TrainResult Trainer::run(bool resume) {
     const float clip = cfg_.grad_clip > 0 && gnorm > cfg_.grad_clip ? static_cast<float>(cfg_.grad_clip / gnorm) : 1.f;
     const double lr = cfg_.schedule.at(step);
     opt.step(lr, clip, pool);
+    if (zero) zero_all_gather_params(opt, comm);
     model.zero_grad();
     ++step;
 
