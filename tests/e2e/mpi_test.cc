@@ -105,7 +105,7 @@ TEST_F(Mpi, OverlappedAllReduceIsBitIdenticalToTheFlatOne) {
   for (size_t r = 1; r < runs.size(); ++r) EXPECT_EQ(runs[r], runs[0]) << "run " << r;
 }
 
-// ZeRO-1 (run.zero=1): each rank updates half of the parameters from half of the optimizer state; the losses
+// ZeRO-1 (run.zero=1, here with the overlapped all-reduce): each rank updates half of the parameters from half of the optimizer state; the losses
 // equal the single process's within the same tolerance, and checkpoints hold the whole state: a ZeRO run
 // resumes exactly, and its checkpoint resumes without ZeRO on one process.
 TEST_F(Mpi, ZeroOneEqualsOneProcessAndItsCheckpointsResumeAnywhere) {
@@ -113,7 +113,7 @@ TEST_F(Mpi, ZeroOneEqualsOneProcessAndItsCheckpointsResumeAnywhere) {
   auto [rc, out] = sh(bin() + " pretrain recipes/quickstart.yaml" + overrides(data, dir_ + "/one", 20));
   ASSERT_EQ(rc, 0) << out;
   std::tie(rc, out) = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(data, dir_ + "/zero", 20) +
-                         " run.zero=1 checkpoint.keep=5");
+                         " run.zero=1 run.overlap_allreduce=on checkpoint.keep=5");
   ASSERT_EQ(rc, 0) << out;
   const auto one = losses(dir_ + "/one"), zero = losses(dir_ + "/zero");
   ASSERT_EQ(one.size(), 20u);
@@ -128,7 +128,7 @@ TEST_F(Mpi, ZeroOneEqualsOneProcessAndItsCheckpointsResumeAnywhere) {
     for (const char* step : {"step_00000015", "step_00000020"}) fs::remove_all(run + "/checkpoints/" + step);
     const bool zero_run = std::string(how) == "zero";
     std::tie(rc, out) = sh((zero_run ? kMpirun : "") + bin() + " pretrain recipes/quickstart.yaml" +
-                           overrides(data, run, 20) + (zero_run ? " run.zero=1" : "") + " checkpoint.keep=5 --resume");
+                           overrides(data, run, 20) + (zero_run ? " run.zero=1 run.overlap_allreduce=on" : "") + " checkpoint.keep=5 --resume");
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
     const auto got = losses(run);

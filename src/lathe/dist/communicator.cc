@@ -27,6 +27,7 @@ class SingleProcess final : public Communicator {
   int local_size() const override { return 1; }
   int local_rank() const override { return 0; }
   const char* backend() const override { return "single"; }
+  bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   std::unique_ptr<Request> iall_reduce_sum(float*, int64_t) override { return std::make_unique<DoneRequest>(); }
@@ -96,6 +97,8 @@ class Mpi final : public Communicator {
   int local_size() const override { return local_size_; }
   int local_rank() const override { return local_rank_; }
   const char* backend() const override { return "mpi"; }
+  // OpenMPI (Debian's build) has no progress thread; on shared memory the copies run on the calling core.
+  bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
   void all_reduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE); }
   std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) override {

@@ -29,6 +29,9 @@ class Communicator {
   virtual int local_size() const = 0;
   virtual int local_rank() const = 0;
   virtual const char* backend() const = 0;  // "single", "mpi"
+  // Whether a non-blocking collective moves data without the caller's compute threads (NCCL's own stream,
+  // an MPI progress thread on spare cores): only then does overlapping it with compute pay.
+  virtual bool progresses_in_background() const = 0;
 
   // In place over all ranks, in a fixed order (deterministic for a given world size).
   virtual void all_reduce_sum(float* data, int64_t n) = 0;

@@ -21,8 +21,9 @@
 
 namespace lathe::train {
 
-// run.overlap_allreduce: "on", "off" or "auto" (see the definition for what auto picks, and why).
-bool overlap_allreduce_enabled(const std::string& mode, int world_size);
+// run.overlap_allreduce: "on", "off" or "auto" (on only when the communicator progresses collectives in
+// the background; see the definition for the measurement behind it). Never with one rank.
+bool overlap_allreduce_enabled(const std::string& mode, const dist::Communicator& comm);
 
 class GradBucketer {
  public:

@@ -30,6 +30,7 @@ class TwoIdenticalRanks final : public dist::Communicator {
   int local_size() const override { return 2; }
   int local_rank() const override { return 0; }
   const char* backend() const override { return "fake"; }
+  bool progresses_in_background() const override { return background; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   std::unique_ptr<dist::Request> iall_reduce_sum(float* data, int64_t n) override {
@@ -47,6 +48,7 @@ class TwoIdenticalRanks final : public dist::Communicator {
 
   std::vector<int64_t> started;  // element counts, in start order
   bool released = false;
+  bool background = false;
 };
 
 std::vector<OptimParam> make_params(const std::vector<int64_t>& sizes) {
@@ -111,10 +113,14 @@ TEST(GradBucketer, SecondCompletionInOneBackwardIsAnError) {
 }
 
 TEST(GradBucketer, OverlapModes) {
-  EXPECT_FALSE(overlap_allreduce_enabled("on", 1));
-  EXPECT_TRUE(overlap_allreduce_enabled("on", 2));
-  EXPECT_FALSE(overlap_allreduce_enabled("off", 2));
-  EXPECT_THROW(overlap_allreduce_enabled("sometimes", 2), InvalidArgument);
+  TwoIdenticalRanks comm;
+  EXPECT_FALSE(overlap_allreduce_enabled("on", *dist::make_single_process()));
+  EXPECT_TRUE(overlap_allreduce_enabled("on", comm));
+  EXPECT_FALSE(overlap_allreduce_enabled("off", comm));
+  EXPECT_FALSE(overlap_allreduce_enabled("auto", comm)) << "no background progress: overlap does not pay";
+  comm.background = true;
+  EXPECT_TRUE(overlap_allreduce_enabled("auto", comm));
+  EXPECT_THROW(overlap_allreduce_enabled("sometimes", comm), InvalidArgument);
 }
 
 }  // namespace

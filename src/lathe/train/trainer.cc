@@ -306,7 +306,7 @@ TrainResult Trainer::run(bool resume) {
   std::vector<float> grad_buffer;
   // Under MPI, the last micro-batch's backward starts reducing gradient buckets as they become final.
   std::unique_ptr<GradBucketer> bucketer;
-  if (overlap_allreduce_enabled(cfg_.overlap_allreduce, world))
+  if (overlap_allreduce_enabled(cfg_.overlap_allreduce, comm))
     bucketer = std::make_unique<GradBucketer>(opt.params(), comm,
                                               static_cast<int64_t>(cfg_.allreduce_bucket_mb * (1 << 20)));
   if (cfg_.save_initial && state.step == 0) checkpoint(0);
