@@ -142,20 +142,23 @@ TEST_F(Mpi, ZeroOneEqualsOneProcessAndItsCheckpointsResumeAnywhere) {
   }
 }
 
-TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
-  auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/full", 200));
+// Trains 200 steps; then the same job again, SIGKILLs rank 1 after step 10's checkpoint, and resumes it:
+// the resumed losses equal the uninterrupted run's exactly. `extra`: more overrides (e.g. ZeRO-1).
+void kill_and_resume(const std::string& dir, const std::string& extra) {
+  const std::string full = dir + "/full", killed = dir + "/killed";
+  auto [rc, out] = sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir + "/data", full, 200) + extra);
   ASSERT_EQ(rc, 0) << out;
-  const auto want = losses(dir_ + "/full");
+  const auto want = losses(full);
   ASSERT_EQ(want.size(), 200u);
 
   // The same job in the background; once it has a checkpoint, SIGKILL rank 1 only.
   const std::string cmd = std::string(kMpirun) + bin() + " pretrain recipes/quickstart.yaml" +
-                          overrides(dir_ + "/data", dir_ + "/killed", 200) + " > " + dir_ + "/killed.log 2>&1";
+                          overrides(dir + "/data", killed, 200) + extra + " > " + killed + ".log 2>&1";
   pid_t job = 0;
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   ASSERT_EQ(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(dir_ + "/killed/checkpoints/step_00000010/DONE") && std::chrono::steady_clock::now() < deadline)
+  while (!fs::exists(killed + "/checkpoints/step_00000010/DONE") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   // Rank 1 is the lathe process whose environment says OMPI_COMM_WORLD_RANK=1 and whose run folder is ours.
   pid_t rank1 = -1;
@@ -164,7 +167,7 @@ TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream env(e.path() / "environ"), cmdline(e.path() / "cmdline");
     std::string envs((std::istreambuf_iterator<char>(env)), {}), args((std::istreambuf_iterator<char>(cmdline)), {});
-    if (args.find(dir_ + "/killed") != std::string::npos && args.find("pretrain") != std::string::npos &&
+    if (args.find(killed) != std::string::npos && args.find("pretrain") != std::string::npos &&
         envs.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
       rank1 = std::stoi(name);
   }
@@ -176,14 +179,19 @@ TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) {
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << "mpirun should fail when a rank dies";
   EXPECT_LT(waited, 30.0) << "the surviving rank hung";
-  EXPECT_LT(losses(dir_ + "/killed").size(), 200u);
+  EXPECT_LT(losses(killed).size(), 200u);
 
   std::tie(rc, out) =
-      sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir_ + "/data", dir_ + "/killed", 200) + " --resume");
+      sh(kMpirun + bin() + " pretrain recipes/quickstart.yaml" + overrides(dir + "/data", killed, 200) + extra + " --resume");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-  EXPECT_EQ(losses(dir_ + "/killed"), want);
+  EXPECT_EQ(losses(killed), want);
 }
+
+TEST_F(Mpi, KillingOneRankStopsTheJobAndResumeContinuesExactly) { kill_and_resume(dir_, ""); }
+
+// ZeRO-1 with the overlapped all-reduce: the gathered checkpoint gives each rank its shard back exactly.
+TEST_F(Mpi, ZeroOneKillAndResumeContinuesExactly) { kill_and_resume(dir_, " run.zero=1 run.overlap_allreduce=on"); }
 
 }  // namespace
 }  // namespace lathe
