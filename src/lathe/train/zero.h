@@ -2,8 +2,8 @@
 // concatenated in optimizer order, are one flat range of N elements; rank r owns elements
 // [r·N/W, (r+1)·N/W) (a range may cut a tensor) and keeps m and v for them only: 2N/W floats instead of 2N.
 //   per step:  gradients averaged over all ranks (the all-reduce, overlapped or not, as without ZeRO)
-//              g_norm from the whole averaged gradient, which every rank holds: the zero=0 value bit for
-//              bit, whatever W
+//              g_norm from the whole averaged gradient, which every rank holds: zero=0's value bit for
+//              bit (no per-shard partial sums whose order would depend on W)
 //              AdamW on the owned elements;  all-gather the parameters (in bounded chunks)
 // Checkpoints hold the whole state (gathered to rank 0), so a run resumes on any world size, ZeRO or not.
 #pragma once
