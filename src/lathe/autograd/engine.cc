@@ -8,6 +8,7 @@
 namespace lathe {
 namespace {
 thread_local bool tls_grad_enabled = true;
+thread_local const LeafGradHook* tls_leaf_grad_hook = nullptr;
 
 // dst += src, both contiguous f32 of the same shape. Split over the pool: a tied embedding's or a
 // residual stream's gradient is tens of MB, and a one-thread loop left the other workers idle.
@@ -44,6 +45,11 @@ NoGradGuard::NoGradGuard() : previous_(tls_grad_enabled) { tls_grad_enabled = fa
 NoGradGuard::~NoGradGuard() { tls_grad_enabled = previous_; }
 EnableGradGuard::EnableGradGuard() : previous_(tls_grad_enabled) { tls_grad_enabled = true; }
 EnableGradGuard::~EnableGradGuard() { tls_grad_enabled = previous_; }
+
+LeafGradHookScope::LeafGradHookScope(LeafGradHook hook) : hook_(std::move(hook)), previous_(tls_leaf_grad_hook) {
+  tls_leaf_grad_hook = &hook_;
+}
+LeafGradHookScope::~LeafGradHookScope() { tls_leaf_grad_hook = previous_; }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!tls_grad_enabled) return false;
@@ -112,7 +118,10 @@ void backward(const Tensor& loss, const Tensor& grad_loss) {
     Tensor g = std::move(it->second);
     pending.erase(it);
     if (!t->grad_fn) {
-      if (t->requires_grad) accumulate_grad(*t, g);
+      if (t->requires_grad) {
+        accumulate_grad(*t, g);
+        if (tls_leaf_grad_hook) (*tls_leaf_grad_hook)(*t);
+      }
       continue;
     }
     std::shared_ptr<Node> node = t->grad_fn;

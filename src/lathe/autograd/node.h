@@ -69,4 +69,23 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
 // Accumulates `g` into the leaf tensor's gradient (first time: adopts g without copying).
 void accumulate_grad(TensorImpl& leaf, const Tensor& g);
 
+// Called by backward() right after it has added a leaf's gradient: the walk reaches a leaf once, after
+// every use of it in the graph has been summed (a tied embedding fires once, after both uses). A leaf used
+// inside a recomputed region fires from that region's inner backward. Data parallel training uses it to
+// start reducing a gradient while the backward goes on (train/grad_bucketer.h).
+using LeafGradHook = std::function<void(TensorImpl& leaf)>;
+
+// Installs a hook for the backward() calls of this thread while alive (scoped, like NoGradGuard).
+class LeafGradHookScope {
+ public:
+  explicit LeafGradHookScope(LeafGradHook hook);
+  ~LeafGradHookScope();
+  LeafGradHookScope(const LeafGradHookScope&) = delete;
+  LeafGradHookScope& operator=(const LeafGradHookScope&) = delete;
+
+ private:
+  LeafGradHook hook_;
+  const LeafGradHook* previous_;
+};
+
 }  // namespace lathe

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstdio>
+#include <vector>
 
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #include <mpi.h>
@@ -12,6 +13,13 @@ namespace lathe::dist {
 
 namespace {
 
+// One process: the sum over one rank is the data itself, complete at once.
+class DoneRequest final : public Request {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
 class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
@@ -19,8 +27,11 @@ class SingleProcess final : public Communicator {
   int local_size() const override { return 1; }
   int local_rank() const override { return 0; }
   const char* backend() const override { return "single"; }
+  bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
+  std::unique_ptr<Request> iall_reduce_sum(float*, int64_t) override { return std::make_unique<DoneRequest>(); }
+  void all_gather(float*, const std::vector<int64_t>&) override {}
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
@@ -34,6 +45,31 @@ void check(int rc, const char* what) {
     throw Error(str_cat("MPI ", what, " failed: ", std::string(msg, len)));
   }
 }
+
+// One request per kMaxCount chunk of the buffer (MPI counts are int).
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(std::vector<MPI_Request> parts) : parts_(std::move(parts)) {}
+  ~MpiRequest() override {
+    // A request dropped unfinished would leave MPI writing into a freed buffer.
+    if (!parts_.empty()) MPI_Waitall(static_cast<int>(parts_.size()), parts_.data(), MPI_STATUSES_IGNORE);
+  }
+  bool test() override {
+    if (parts_.empty()) return true;
+    int done = 0;
+    check(MPI_Testall(static_cast<int>(parts_.size()), parts_.data(), &done, MPI_STATUSES_IGNORE), "test");
+    if (done) parts_.clear();
+    return done != 0;
+  }
+  void wait() override {
+    if (parts_.empty()) return;
+    check(MPI_Waitall(static_cast<int>(parts_.size()), parts_.data(), MPI_STATUSES_IGNORE), "wait");
+    parts_.clear();
+  }
+
+ private:
+  std::vector<MPI_Request> parts_;
+};
 
 class Mpi final : public Communicator {
  public:
@@ -61,8 +97,34 @@ class Mpi final : public Communicator {
   int local_size() const override { return local_size_; }
   int local_rank() const override { return local_rank_; }
   const char* backend() const override { return "mpi"; }
+  // OpenMPI (Debian's build) has no progress thread; on shared memory the copies run on the calling core.
+  bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
   void all_reduce_sum(double* data, int64_t n) override { reduce(data, n, MPI_DOUBLE); }
+  std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) override {
+    std::vector<MPI_Request> parts;
+    for (int64_t off = 0; off < n; off += kMaxCount) {
+      const int count = static_cast<int>(std::min<int64_t>(kMaxCount, n - off));
+      parts.push_back(MPI_REQUEST_NULL);
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &parts.back()),
+            "iall_reduce");
+    }
+    return std::make_unique<MpiRequest>(std::move(parts));
+  }
+  void all_gather(float* data, const std::vector<int64_t>& counts) override {
+    LATHE_ASSERT(static_cast<int>(counts.size()) == size_, "all_gather: one count per rank");
+    std::vector<int> count(size_), displ(size_);
+    int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+      LATHE_CHECK_ARG(off + counts[r] <= kMaxCount, "all_gather: ", off + counts[r], " elements exceed MPI's int count");
+      count[r] = static_cast<int>(counts[r]);
+      displ[r] = static_cast<int>(off);
+      off += counts[r];
+    }
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, count.data(), displ.data(), MPI_FLOAT,
+                         MPI_COMM_WORLD),
+          "all_gather");
+  }
   void broadcast(void* data, int64_t bytes, int root) override {
     for (int64_t off = 0; off < bytes; off += kMaxCount) {
       const int count = static_cast<int>(std::min<int64_t>(kMaxCount, bytes - off));

@@ -6,8 +6,19 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace lathe::dist {
+
+// A collective in flight. Its buffer must stay untouched (and alive) until wait() returns or test()
+// returns true. Without a progress thread MPI moves data only inside MPI calls, so a caller that overlaps
+// communication with compute calls test() now and then.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool test() = 0;  // progresses the transfer; true once complete
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -18,10 +29,19 @@ class Communicator {
   virtual int local_size() const = 0;
   virtual int local_rank() const = 0;
   virtual const char* backend() const = 0;  // "single", "mpi"
+  // Whether a non-blocking collective moves data without the caller's compute threads (NCCL's own stream,
+  // an MPI progress thread on spare cores): only then does overlapping it with compute pay.
+  virtual bool progresses_in_background() const = 0;
 
   // In place over all ranks, in a fixed order (deterministic for a given world size).
   virtual void all_reduce_sum(float* data, int64_t n) = 0;
   virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  // The same, non-blocking (MPI_Iallreduce): the sum lands in data once the request completes. Every rank
+  // must start its non-blocking collectives in the same order.
+  virtual std::unique_ptr<Request> iall_reduce_sum(float* data, int64_t n) = 0;
+  // In place: rank r's counts[r] elements, at offset counts[0] + ... + counts[r - 1] of data, reach every
+  // rank (MPI_Allgatherv). The total must fit an int.
+  virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ends every process of the job (after an error on one rank, so no rank waits forever).

@@ -1,20 +1,31 @@
 #include "lathe/train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lathe/base/error.h"
 
 namespace lathe::train {
 
-AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg) : params_(std::move(params)), cfg_(cfg) {
+AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg, ElementRange owned)
+    : params_(std::move(params)), cfg_(cfg), owned_(owned) {
   LATHE_CHECK_ARG(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1, "adamw: betas must be in [0, 1)");
   LATHE_CHECK_ARG(cfg.eps > 0, "adamw: eps must be positive");
+  LATHE_CHECK_ARG(owned.begin >= 0 && owned.begin <= owned.end, "adamw: bad owned range");
+  int64_t offset = 0;  // of the parameter in the concatenation
   for (const OptimParam& p : params_) {
     LATHE_CHECK_ARG(p.value.dtype() == DType::kF32 && p.value.is_contiguous(), "adamw: parameter ", p.name,
                     " must be f32 and contiguous (master weights)");
-    m_.push_back(Tensor::zeros(p.value.shape()));
-    v_.push_back(Tensor::zeros(p.value.shape()));
+    const int64_t n = p.value.numel();
+    const int64_t b = std::clamp(owned.begin - offset, int64_t{0}, n), e = std::clamp(owned.end - offset, int64_t{0}, n);
+    parts_.push_back({b, std::max(b, e)});
+    const Shape shape = b == 0 && e == n ? p.value.shape() : Shape{std::max<int64_t>(0, e - b)};
+    m_.push_back(Tensor::zeros(shape));
+    v_.push_back(Tensor::zeros(shape));
+    offset += n;
   }
+  owned_.end = std::min(owned_.end, offset);
+  owned_.begin = std::min(owned_.begin, owned_.end);
 }
 
 void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
@@ -29,14 +40,15 @@ void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
   const float eps = static_cast<float>(cfg_.eps);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].value.grad();
-    if (!g.defined()) continue;
+    const auto [first, last] = parts_[i];
+    if (!g.defined() || first == last) continue;
     LATHE_ASSERT(g.dtype() == DType::kF32 && g.is_contiguous() && g.numel() == params_[i].value.numel());
     const float decay = params_[i].decay ? static_cast<float>(lr * cfg_.weight_decay) : 0.f;  // lr_t · lambda
-    float* __restrict theta = params_[i].value.data<float>();
+    float* __restrict theta = params_[i].value.data<float>() + first;
     float* __restrict m = m_[i].data<float>();
     float* __restrict v = v_[i].data<float>();
-    const float* __restrict grad = g.data<float>();
-    const int64_t n = params_[i].value.numel();
+    const float* __restrict grad = g.data<float>() + first;
+    const int64_t n = last - first;
     constexpr int64_t kChunk = 1 << 16;  // elementwise and memory-bound: large contiguous chunks per worker
     pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c, int) {
       const int64_t end = std::min(n, (c + 1) * kChunk);

@@ -7,7 +7,9 @@
 // Hutter scale it by the schedule multiplier instead). Master weights, m and v are f32.
 #pragma once
 
+#include <climits>
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,9 +29,16 @@ struct OptimParam {
   bool decay = true;       // weight decay applies (matrices; not norms, biases or, by default, embeddings)
 };
 
+// Elements [begin, end) of the parameters concatenated in optimizer order: the part of the state one
+// ZeRO-1 rank owns (train/zero.h). The default is every element.
+struct ElementRange {
+  int64_t begin = 0, end = INT64_MAX;
+};
+
 class AdamW {
  public:
-  AdamW(std::vector<OptimParam> params, AdamWConfig cfg);
+  // Keeps m and v for the elements of `owned` only, and updates only those (ZeRO-1).
+  AdamW(std::vector<OptimParam> params, AdamWConfig cfg, ElementRange owned = {});
 
   // One update from each parameter's accumulated gradient (value.grad()) times grad_scale (the clip
   // factor, and 1/N normalisation if the caller summed); parameters without a gradient are skipped.
@@ -38,7 +47,11 @@ class AdamW {
   int64_t steps_done() const { return steps_; }
   void set_steps_done(int64_t t) { steps_ = t; }
   const std::vector<OptimParam>& params() const { return params_; }
-  // m and v, one per parameter, same shape (non-const: a resume copies the checkpoint's values in).
+  ElementRange owned() const { return owned_; }  // clamped to the parameters' total
+  // Where parameter i's owned elements lie: [begin, end) of its own elements (empty when begin == end).
+  std::pair<int64_t, int64_t> owned_part(size_t i) const { return parts_[i]; }
+  // m and v, one per parameter (non-const: a resume copies the checkpoint's values in): the parameter's
+  // shape when it is wholly owned, else its owned elements, flat ([end - begin] of owned_part).
   std::vector<Tensor>& exp_avg() { return m_; }
   std::vector<Tensor>& exp_avg_sq() { return v_; }
   const std::vector<Tensor>& exp_avg() const { return m_; }
@@ -48,6 +61,8 @@ class AdamW {
  private:
   std::vector<OptimParam> params_;
   AdamWConfig cfg_;
+  ElementRange owned_;
+  std::vector<std::pair<int64_t, int64_t>> parts_;  // per parameter
   std::vector<Tensor> m_, v_;
   int64_t steps_ = 0;
 };

@@ -75,5 +75,46 @@ TEST(AdamW, GlobalNormIsIndependentOfThreads) {
   EXPECT_NEAR(n1, std::sqrt(ref), 1e-9 * std::sqrt(ref));
 }
 
+// ZeRO-1: optimizers owning adjacent ranges (cutting tensors, one range empty) together take the whole
+// optimizer's step, bit for bit: the update is elementwise.
+TEST(AdamW, OwnedRangesTogetherEqualTheWholeStep) {
+  const AdamWConfig cfg{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+  const std::vector<Shape> shapes = {{300, 7}, {37}, {70001}};  // 72138 elements
+  const auto make = [&](std::vector<OptimParam>& params) {
+    CounterRng rng{7, 0};
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      params.push_back({"p" + std::to_string(k), Tensor::empty(shapes[k]), k != 1});
+      for (int64_t i = 0; i < params[k].value.numel(); ++i) params[k].value.data<float>()[i] = rng.next_normal();
+    }
+  };
+  std::vector<OptimParam> whole_params, split_params;
+  make(whole_params);
+  make(split_params);
+  AdamW whole(whole_params, cfg);
+  // [0, 1000) cuts p0; [1000, 2137) ends inside p2 after all of p1; [2137, 2137) is empty.
+  std::vector<AdamW> parts;
+  for (const ElementRange r : {ElementRange{0, 1000}, ElementRange{1000, 2137}, ElementRange{2137, 2137},
+                               ElementRange{2137, 72138}})
+    parts.emplace_back(split_params, cfg, r);
+  EXPECT_EQ(parts[1].owned_part(0), (std::pair<int64_t, int64_t>{1000, 2100}));
+  EXPECT_EQ(parts[1].owned_part(1), (std::pair<int64_t, int64_t>{0, 37}));
+  EXPECT_EQ(parts[1].owned_part(2), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(parts[1].exp_avg()[0].numel(), 1100);
+  ThreadPool pool(2);
+  CounterRng rng{9, 0};
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      Tensor g = Tensor::empty(shapes[k]);
+      for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = rng.next_normal();
+      whole_params[k].value.impl()->grad = g;
+      split_params[k].value.impl()->grad = g;
+    }
+    whole.step(1e-2, 0.5f, pool);
+    for (AdamW& p : parts) p.step(1e-2, 0.5f, pool);
+  }
+  for (size_t k = 0; k < shapes.size(); ++k)
+    EXPECT_EQ(split_params[k].value.to_vector(), whole_params[k].value.to_vector()) << k;
+}
+
 }  // namespace
 }  // namespace lathe::train

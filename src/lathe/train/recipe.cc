@@ -179,6 +179,9 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("run.log_every", c.log_every);
   r.get("run.recompute_layers", c.recompute_layers);
   r.get("run.precision", c.precision);
+  r.get("run.overlap_allreduce", c.overlap_allreduce);
+  r.get("run.allreduce_bucket_mb", c.allreduce_bucket_mb);
+  r.get("run.zero", c.zero);
   r.get("model.base", c.model_base);
   r.get_json("model.config", c.model_config);
   r.get("data.train", c.train_data);
@@ -230,6 +233,10 @@ TrainConfig from_tree(json tree, const std::string& where) {
   LATHE_CHECK_ARG(c.steps > 0, where, ": schedule.steps must be positive");
   LATHE_CHECK_ARG(c.grad_clip >= 0, where, ": optimizer.grad_clip must be >= 0");
   LATHE_CHECK_ARG(c.log_every > 0, where, ": run.log_every must be positive");
+  LATHE_CHECK_ARG(c.overlap_allreduce == "auto" || c.overlap_allreduce == "on" || c.overlap_allreduce == "off", where,
+                  ": run.overlap_allreduce must be auto, on or off");
+  LATHE_CHECK_ARG(c.allreduce_bucket_mb > 0, where, ": run.allreduce_bucket_mb must be positive");
+  LATHE_CHECK_ARG(c.zero == 0 || c.zero == 1, where, ": run.zero must be 0 or 1 (ZeRO-2/3 are out of scope)");
   LATHE_CHECK_ARG(c.eval_every >= 0 && c.checkpoint_every >= 0, where, ": eval.every and checkpoint.every must be >= 0");
   LATHE_CHECK_ARG(c.keep_checkpoints >= 1, where, ": checkpoint.keep must be at least 1");
   LATHE_CHECK_ARG(c.precision == "f32" || c.precision == "bf16", where, ": run.precision must be f32 or bf16, got ",

@@ -24,6 +24,9 @@ struct TrainConfig {
   // "f32", or "bf16": bf16 matmul inputs and weight copies, f32 master weights, moments and statistics
   // (specs/pretrain.md §2.4). Always written to the resolved recipe.
   std::string precision = "f32";
+  std::string overlap_allreduce = "auto";  // auto | on | off: bucketed all-reduce during the backward
+  double allreduce_bucket_mb = 25;         // bucket size of the overlapped all-reduce (MiB of f32 gradients)
+  int zero = 0;                            // 1: ZeRO-1, the optimizer state split over the ranks
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

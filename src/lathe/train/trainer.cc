@@ -19,6 +19,8 @@
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/data_loader.h"
+#include "lathe/train/grad_bucketer.h"
+#include "lathe/train/zero.h"
 
 namespace lathe::train {
 
@@ -133,10 +135,12 @@ DocumentLayout document_layout(const Batch& b) {
 Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
 
 // bf16 compute: the key of the stochastic rounding that writes the bf16 weight copies after `step`
-// updates. Per rank and step (llm.c `-w 1`); a pure function, so a resumed run rebuilds the same copies.
-uint64_t bf16_rounding_key(uint64_t seed, int rank, int64_t step) {
-  return derive_key(derive_key(derive_key(seed, hash_name("bf16 weights")), static_cast<uint64_t>(rank)),
-                    static_cast<uint64_t>(step));
+// updates; a pure function, so a resumed run rebuilds the same copies. Not per rank, unlike llm.c `-w 1`
+// (where each rank rounds only the shard it owns and then gathers it): here every rank rounds the whole
+// replicated master, and the ranks must compute with the same weights for data parallelism to equal
+// one process on the global batch.
+uint64_t bf16_rounding_key(uint64_t seed, int64_t step) {
+  return derive_key(derive_key(seed, hash_name("bf16 weights")), static_cast<uint64_t>(step));
 }
 
 std::string fmt(const char* f, double x) {
@@ -185,12 +189,17 @@ TrainResult Trainer::run(bool resume) {
                   model.config().max_positions);
   model.set_requires_grad(true);
   model.set_recompute_layers(cfg_.recompute_layers);
-  AdamW opt(optim_params(model, cfg_.decay_embeddings), cfg_.adamw);
+  // ZeRO-1 (train/zero.h): this rank keeps and updates the optimizer state of its range of elements only.
+  const bool zero = cfg_.zero == 1 && world > 1;
+  std::vector<OptimParam> params = optim_params(model, cfg_.decay_embeddings);
+  const ElementRange owned = zero ? zero_owned_range(params, rank, world) : ElementRange{};
+  AdamW opt(std::move(params), cfg_.adamw, owned);
+  if (zero) say(str_cat("ZeRO-1: each rank keeps the optimizer state of ", owned.end - owned.begin, " elements"));
   TrainState state;
   state.seed = cfg_.seed;
   state.recipe_hash = hash;
   if (ckpt) {
-    state = load_checkpoint_state(*ckpt, opt);
+    state = zero ? zero_load_checkpoint_state(*ckpt, opt) : load_checkpoint_state(*ckpt, opt);
     if (state.recipe_hash != hash)
       say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
     state.recipe_hash = hash;  // later checkpoints record the recipe they continue with
@@ -201,7 +210,7 @@ TrainResult Trainer::run(bool resume) {
   const bool bf16 = cfg_.precision == "bf16";  // the optimizer keeps the f32 masters either way
   if (bf16) {
     model.set_bf16_compute(true);
-    model.round_bf16_weights(bf16_rounding_key(cfg_.seed, rank, state.step));
+    model.round_bf16_weights(bf16_rounding_key(cfg_.seed, state.step));
   }
   const int64_t n_matmul = matmul_params(model);
   double peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
@@ -292,9 +301,10 @@ TrainResult Trainer::run(bool resume) {
     state.data_cursor = train.cursor();
     state.world_size = world;
     std::string dir, error;
+    const std::optional<AdamW> whole = zero ? zero_gather_state(opt, comm) : std::nullopt;  // every rank takes part
     if (lead) {
       try {
-        dir = save_checkpoint(cfg_.run_dir, model, opt, state, cfg_.keep_checkpoints);
+        dir = save_checkpoint(cfg_.run_dir, model, whole ? *whole : opt, state, cfg_.keep_checkpoints);
       } catch (const Error& e) {
         error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
       }
@@ -308,6 +318,11 @@ TrainResult Trainer::run(bool resume) {
 
   TrainResult result;
   std::vector<float> grad_buffer;
+  // Under MPI, the last micro-batch's backward starts reducing gradient buckets as they become final.
+  std::unique_ptr<GradBucketer> bucketer;
+  if (overlap_allreduce_enabled(cfg_.overlap_allreduce, comm))
+    bucketer = std::make_unique<GradBucketer>(opt.params(), comm,
+                                              static_cast<int64_t>(cfg_.allreduce_bucket_mb * (1 << 20)));
   if (cfg_.save_initial && state.step == 0) checkpoint(0);
   const auto t_start = Clock::now();
   double loss = 0;
@@ -322,13 +337,22 @@ TrainResult Trainer::run(bool resume) {
                             b.positions.empty() ? nullptr : &docs);
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
-      backward(cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum)));
+      const Tensor micro_loss = cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum));
+      if (bucketer && micro + 1 == cfg_.grad_accum) {
+        LeafGradHookScope on_final_grad([&](TensorImpl& p) { bucketer->on_grad_ready(p); });
+        backward(micro_loss);
+      } else {
+        backward(micro_loss);
+      }
     }
     loss /= static_cast<double>(cfg_.grad_accum);
     if (world > 1) {
       comm.all_reduce_sum(&loss, 1);
       loss /= world;
-      average_gradients(opt.params(), comm, grad_buffer);
+      if (bucketer)
+        bucketer->finish();
+      else
+        average_gradients(opt.params(), comm, grad_buffer);
     }
     LATHE_CHECK_ARG(std::isfinite(loss), "training diverged: loss ", loss, " at step ", step + 1,
                     " (lower optimizer.lr or raise schedule.warmup_steps)");
@@ -336,9 +360,10 @@ TrainResult Trainer::run(bool resume) {
     const float clip = cfg_.grad_clip > 0 && gnorm > cfg_.grad_clip ? static_cast<float>(cfg_.grad_clip / gnorm) : 1.f;
     const double lr = cfg_.schedule.at(step);
     opt.step(lr, clip, pool);
+    if (zero) zero_all_gather_params(opt, comm);
     model.zero_grad();
     ++step;
-    if (bf16) model.round_bf16_weights(bf16_rounding_key(cfg_.seed, rank, step));
+    if (bf16) model.round_bf16_weights(bf16_rounding_key(cfg_.seed, step));
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     StepReport r;
