@@ -2,7 +2,6 @@
 // Goto/BLIS blocked algorithm (pack A and B into cache-sized panels, call the tier's register-tiled
 // micro-kernel), split over the ThreadPool's workers.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -144,17 +143,16 @@ void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t w
 // Packed element: f32, or a u32 holding the bf16 pair (k even, k odd) for vdpbf16ps.
 // pack_a: rows [i0, i0+mc) x k [p0, p0+kc) of op(A) into ceil(mc/MR) micro-panels of [kcp][MR].
 template <class TA, class PackT>
-void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, int64_t panel_begin,
-            int64_t panel_end, PackTransposeFn<TA> pack_t, PackT* dst) {
+void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, PackTransposeFn<TA> pack_t,
+            PackT* dst) {
   constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
   const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
   if constexpr (!kPairs) {
     if (a.trans) {  // k rows of A are contiguous: pack all panels at once
-      return pack_rows(a, p0, kc, i0 + panel_begin * mr, (panel_end - panel_begin) * mr, i0 + mc, mr,
-                       dst + panel_begin * kcp * mr);
+      return pack_rows(a, p0, kc, i0, (mc + mr - 1) / mr * mr, i0 + mc, mr, dst);
     }
   }
-  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+  for (int64_t panel = 0; panel * mr < mc; ++panel) {
     PackT* d = dst + panel * kcp * mr;
     const int64_t r0 = i0 + panel * mr, rows = std::min<int64_t>(mr, i0 + mc - r0);
     if constexpr (kPairs) {
@@ -221,12 +219,12 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 // ---------------------------------------------------------------------------------------------------
 // Blocked algorithm.
 
-// Cache blocking. An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the jr loop while B
-// micro-panels stream from the worker's L2, which holds the packed B block (KC x NC <= 768 KiB).
-// A is packed in stages of all M rows x as many KC blocks as fit kMaxAPack (1024^3 and the GPT-2 block
-// shapes: all of A in one stage), so each element of A and B is packed exactly once per call.
+// Cache blocking (Goto/BLIS loop order). An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the
+// jr loop while B micro-panels stream from the worker's L2, which holds the packed B chunk (KC x NC <=
+// 768 KiB); the packed A block (MC x KC, all of a worker's rows up to kMaxABlock) is used right after
+// packing, while it is still in L2, and every element of A and B is packed once per worker.
 constexpr int64_t kKc = 384, kNc = 512;
-constexpr int64_t kMaxAPack = int64_t{4} << 20;  // packed A elements per stage (16 MiB f32)
+constexpr int64_t kMaxABlock = int64_t{4} << 20;  // packed A elements per block (16 MiB f32)
 
 // The transposing packer of the tier for element type T (nullptr: portable loop).
 template <class T>
@@ -253,98 +251,70 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t m = g.m, n = g.n, k = g.k;
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
-  const int64_t n_panels = (n + nr - 1) / nr;
+  const int64_t row_panels = (m + mr - 1) / mr, n_panels = (n + nr - 1) / nr;
 
-  // Workers split the columns and share A, unless there are too few column panels: then they split the
-  // rows and each packs what it needs (no barrier).
+  // Workers split the rows or the columns into equal whole-panel ranges and run independently, each
+  // packing the A rows and B columns it needs: no shared buffer, no barrier. (One packed A shared by the
+  // workers, with a barrier per stage and a chunk counter, measured no faster per core in CPU time.)
+  // A column split packs all of A (M x K) in every worker, a row split all of B (K x N): the split takes
+  // the smaller duplicate, e.g. columns for the GPT-2 forward and dX (M = 256 tokens), rows for dW.
   const int64_t work = m * n * k;
   int n_workers = work < (int64_t{1} << 18) ? 1 : pool.n_threads();
-  const bool split_n = n_panels >= 2 * n_workers || m < 2 * mr * n_workers;
-  if (!split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, (m + mr - 1) / mr));
-  if (split_n) n_workers = static_cast<int>(std::min<int64_t>(n_workers, n_panels));
-  const bool shared = split_n && n_workers > 1;
+  const bool split_m = m > n;
+  n_workers = static_cast<int>(std::min<int64_t>(n_workers, split_m ? row_panels : n_panels));
 
-  // A stage: rows [i0, i0 + mc) x K blocks [pb, pe), packed as consecutive [panels][kcp][MR] blocks.
+  // Blocks: A [mc_blk rows][kc_blk], B [kc_blk][chunk_cols].
   const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
   const int64_t kcp_max = packed_k(kc_blk);
-  const int64_t rows_max = split_n ? m : ((m + mr - 1) / mr + n_workers - 1) / n_workers * mr;  // per worker
-  const int64_t rows_up = (rows_max + mr - 1) / mr * mr;
-  // All rows and as many K blocks as fit kMaxAPack; when not even one K block fits, one K block of as
-  // many rows as fit.
-  const int64_t blocks_per_stage =
-      std::clamp<int64_t>(kMaxAPack / (rows_up * kcp_max), 1, (k + kc_blk - 1) / kc_blk);
-  const int64_t mc_blk =
-      blocks_per_stage > 1 ? rows_up
-                           : balanced_block(rows_max, std::max<int64_t>(mr, kMaxAPack / kcp_max / mr * mr), mr);
-  const int64_t k_stage = blocks_per_stage * kc_blk;
-  const int64_t stage_elems = mc_blk * blocks_per_stage * kcp_max;
+  const int64_t rows_max = split_m ? (row_panels + n_workers - 1) / n_workers * mr : m;  // per worker
+  const int64_t mc_blk = balanced_block(rows_max, std::max<int64_t>(mr, kMaxABlock / kcp_max / mr * mr), mr);
+  // Each worker splits its columns into equal chunks of at most kNc (its own balanced_block, which is not
+  // monotonic in the width: the buffer takes the bound).
+  const int64_t cols_max = split_m ? n : (n_panels + n_workers - 1) / n_workers * nr;  // per worker
+  const int64_t chunk_cols_max = (std::min(cols_max, kNc) + nr - 1) / nr * nr;
 
-  // Column chunks: the unit a worker packs B for and computes. Shared workers claim chunks from a counter
-  // (one per stage, so none needs resetting): a worker that the OS deschedules on a busy host then holds
-  // up only the chunk it has, not a static half of the columns. About 2 chunks per worker: each chunk
-  // streams the whole packed A stage again (3 MiB for a GPT-2 dW_fc), so more would cost L3 traffic.
-  const int64_t chunk_panels =
-      shared ? std::clamp<int64_t>(n_panels / (2 * n_workers), 1, kNc / nr) : std::min<int64_t>(n_panels, kNc / nr);
-  const int64_t chunk_cols = chunk_panels * nr, n_chunks = (n_panels + chunk_panels - 1) / chunk_panels;
-  const int64_t n_stages = shared ? (m + mc_blk - 1) / mc_blk * ((k + k_stage - 1) / k_stage) : 0;
-  std::unique_ptr<std::atomic<int64_t>[]> claimed(new std::atomic<int64_t>[n_stages]{});
   // All packing buffers in one block; a large one from the calling thread's Context allocator, which
   // keeps freed blocks of >= 1 MiB (a fresh mapping per call cost ~2% of the call in page faults), a small
   // one from the heap (GEMMs run inside pool tasks, e.g. attention's, then leave the context alone). Each
-  // buffer starts on a 64-byte boundary (the kernels load packed panels with aligned loads). Shared
-  // workers alternate two A buffers: one worker may pack stage s + 1 while the other still computes on
-  // stage s, and stage s + 2 (stage s's buffer again) is packed only after the barrier of stage s + 1,
-  // which both pass only once done with stage s. So one barrier per stage.
+  // buffer starts on a 64-byte boundary (the kernels load packed panels with aligned loads).
   const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
-  const int64_t a_shared_elems = shared ? 2 * align16(stage_elems) : 0;
-  const int64_t per_worker_elems = (shared ? 0 : align16(stage_elems)) + align16(chunk_cols * kcp_max);
-  const size_t scratch_bytes = static_cast<size_t>(a_shared_elems + n_workers * per_worker_elems) * sizeof(PackT);
+  const int64_t per_worker_elems = align16(mc_blk * kcp_max) + align16(chunk_cols_max * kcp_max);
+  const size_t scratch_bytes = static_cast<size_t>(n_workers * per_worker_elems) * sizeof(PackT);
   const std::shared_ptr<void> scratch =
       scratch_bytes >= (size_t{1} << 20)
           ? current_context().alloc.allocate(scratch_bytes)
           : std::shared_ptr<void>(::operator new(scratch_bytes, std::align_val_t(64)),
                                   [](void* p) { ::operator delete(p, std::align_val_t(64)); });
-  PackT* const a_shared = static_cast<PackT*>(scratch.get());
 
   pool.run_on_workers(n_workers, [&](int w, int nw) {
-    int64_t m0 = 0, m1 = m;  // this worker's rows
-    if (!split_n) {
-      const int64_t row_panels = (m + mr - 1) / mr;
+    int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;  // this worker's rows and columns, whole panels
+    if (split_m) {
       m0 = row_panels * w / nw * mr;
       m1 = std::min(m, row_panels * (w + 1) / nw * mr);
+    } else {
+      n0 = n_panels * w / nw * nr;
+      n1 = std::min(n, n_panels * (w + 1) / nw * nr);
     }
-    PackT* const a_own = a_shared + a_shared_elems + w * per_worker_elems;
-    PackT* const b_pack = a_own + (shared ? 0 : align16(stage_elems));
-    int64_t stage = 0;
+    const int64_t chunk_cols = balanced_block(n1 - n0, kNc, nr);
+    PackT* const a_pack = static_cast<PackT*>(scratch.get()) + w * per_worker_elems;
+    PackT* const b_pack = a_pack + align16(mc_blk * kcp_max);
     for (int64_t i0 = m0; i0 < m1; i0 += mc_blk) {
       const int64_t mc = std::min(mc_blk, m1 - i0);
       const int64_t a_panels = (mc + mr - 1) / mr;
-      for (int64_t pb = 0; pb < k; pb += k_stage, ++stage) {
-        const int64_t pe = std::min(k, pb + k_stage);
-        PackT* a_pack = shared ? a_shared + (stage % 2) * align16(stage_elems) : a_own;
-        const int64_t pan0 = shared ? a_panels * w / nw : 0, pan1 = shared ? a_panels * (w + 1) / nw : a_panels;
-        for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
-          pack_a<TA, PackT>(a, i0, mc, p0, std::min(kc_blk, pe - p0), mr, pan0, pan1, pack_ta,
-                            a_pack + a_panels * mr * packed_k(p0 - pb));
-        }
-        if (shared) pool.barrier();
-        for (int64_t next = 0;;) {
-          const int64_t chunk = shared ? claimed[stage].fetch_add(1, std::memory_order_relaxed) : next++;
-          if (chunk >= n_chunks) break;
-          const int64_t j0 = chunk * chunk_cols, nc = std::min(chunk_cols, n - j0);
-          for (int64_t p0 = pb; p0 < pe; p0 += kc_blk) {
-            const int64_t kc = std::min(kc_blk, pe - p0), kcp = packed_k(kc);
-            const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
-            pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack);
-            const PackT* a_block = a_pack + a_panels * mr * packed_k(p0 - pb);
-            for (int64_t ip = 0; ip < a_panels; ++ip) {
-              const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
-              float* crow = g.c + (i0 + ip * mr) * g.ldc;
-              for (int64_t jp = 0; jp * nr < nc; ++jp) {
-                const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
-                kernel(kcp, a_block + ip * kcp * mr, b_pack + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows,
-                       cols, g.alpha, beta);
-              }
+      for (int64_t p0 = 0; p0 < k; p0 += kc_blk) {
+        const int64_t kc = std::min(kc_blk, k - p0), kcp = packed_k(kc);
+        const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
+        pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, pack_ta, a_pack);
+        for (int64_t j0 = n0; j0 < n1; j0 += chunk_cols) {
+          const int64_t nc = std::min(chunk_cols, n1 - j0);
+          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack);
+          for (int64_t ip = 0; ip < a_panels; ++ip) {
+            const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
+            float* crow = g.c + (i0 + ip * mr) * g.ldc;
+            for (int64_t jp = 0; jp * nr < nc; ++jp) {
+              const int cols = static_cast<int>(std::min<int64_t>(nr, nc - jp * nr));
+              kernel(kcp, a_pack + ip * kcp * mr, b_pack + jp * kcp * nr, crow + j0 + jp * nr, g.ldc, rows, cols,
+                     g.alpha, beta);
             }
           }
         }

@@ -22,7 +22,8 @@ struct Shape {
   int64_t m, n, k;
 };
 
-// Odd sizes around the tiles (MR 14/6/4, NR 32/16), K blocks (384) and M blocks (1008); M <= 4 is GEMV.
+// Odd sizes around the tiles (MR 14/6/4, NR 32/16) and K blocks (384); M <= 4 is GEMV. With 2 threads the
+// shapes with M > N split the rows ({200, 70, 800}, {1030, 97, 40}), the others the columns.
 const Shape kShapes[] = {
     {1, 1, 1},    {1, 7, 33},    {2, 33, 7},    {3, 129, 65},  {4, 31, 130},   {1, 1000, 517},
     {5, 17, 3},   {7, 33, 129},  {13, 64, 385}, {14, 32, 384}, {15, 33, 769},  {33, 7, 1},
@@ -186,21 +187,27 @@ TEST_P(GemmTierTest, GemvKernels) {
           }
 }
 
-// Paths that only large shapes take, on the fastest tier only (the reference takes ~1 s per product): past
-// the packed-A stage limit (4M elements), K split into two stages of all rows (260 x 100 x 17000) and M
-// split into two blocks (11000 x 100 x 384, A transposed); many K blocks and column chunks in one stage
-// (60 x 600 x 5000) with 1 and 2 workers.
+// Paths that only large shapes take, on the fastest tier only (the reference takes ~1 s per product). Two
+// workers split the rows when M > N, else the columns, in whole panels; each packs what it needs:
+// - rows, many K blocks (260 x 100 x 17000), and A past the 4M-element block limit, so several M blocks
+//   per worker (22000 x 40 x 384, A transposed; 11000 x 100 x 384 with 1 worker);
+// - columns with an odd panel count (47) and two column chunks per worker over three K blocks
+//   (61 x 1500 x 800, both B layouts), and M = N (300 x 300 x 300: columns);
+// - 1 and 2 workers on one chunk each (60 x 600 x 5000).
 TEST_P(GemmTierTest, LargeShapes) {
   if (GetParam() != gemm_max_supported_isa()) GTEST_SKIP() << "checked on the fastest tier only";
   struct Run {
     Shape s;
-    bool trans_a;
+    bool trans_a, trans_b;
     int n_threads;
   };
   uint32_t seed = 100;
-  for (const Run& r : {Run{{260, 100, 17000}, false, 2}, Run{{11000, 100, 384}, true, 2},
-                       Run{{60, 600, 5000}, false, 1}, Run{{60, 600, 5000}, false, 2}}) {
-    check<float, float>(kernels(), r.s, Case{.trans_a = r.trans_a, .pad = 1, .alpha = 1.f, .beta = 0.5f},
+  for (const Run& r : {Run{{260, 100, 17000}, false, false, 2}, Run{{22000, 40, 384}, true, false, 2},
+                       Run{{11000, 100, 384}, true, true, 1}, Run{{61, 1500, 800}, false, false, 2},
+                       Run{{61, 1500, 800}, true, true, 2}, Run{{300, 300, 300}, false, true, 2},
+                       Run{{60, 600, 5000}, false, false, 1}, Run{{60, 600, 5000}, false, true, 2}}) {
+    check<float, float>(kernels(), r.s,
+                        Case{.trans_a = r.trans_a, .trans_b = r.trans_b, .pad = 1, .alpha = 1.f, .beta = 0.5f},
                         r.n_threads, seed++);
     if (HasFatalFailure()) return;
   }
