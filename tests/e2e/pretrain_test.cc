@@ -46,6 +46,29 @@ std::string tiny_overrides(const std::string& data, const std::string& run_dir) 
          " eval.every=50 eval.batches=2 checkpoint.every=5 checkpoint.keep=2 --no-samples";
 }
 
+// Starts `args` (args[0]: the binary) in the background with stdout and stderr to `log`; returns its pid.
+pid_t spawn_logged(std::vector<std::string> args, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t io;
+  posix_spawn_file_actions_init(&io);
+  posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&io, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0].c_str(), &io, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&io);
+  return rc == 0 ? pid : -1;
+}
+
+// SIGKILLs pid and reaps it; true when the signal is what ended it (it had not finished on its own).
+bool kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
 TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   const std::string dir = testing::scratch_dir("pretrain_cli");
   auto [rc, out] = run("data synth --out " + dir + "/world --documents 600");
@@ -68,24 +91,12 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
     std::istringstream words(tiny_overrides(dir + "/data", dir + "/killed"));
     for (std::string w; words >> w;) args.push_back(w);
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
-  const std::string log = dir + "/killed.log";
-  posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&io, 1, 2);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, args[0].c_str(), &io, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&io);
+  const pid_t pid = spawn_logged(args, dir + "/killed.log");
+  ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(dir + "/killed/checkpoints/step_00000020/DONE") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+  ASSERT_TRUE(kill_and_reap(pid)) << "the run finished before it could be killed";
   const size_t logged_before_kill = losses(dir + "/killed").size();
   EXPECT_LT(logged_before_kill, 150u);
 
@@ -168,9 +179,6 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
                                    "data.batch_size=2", "data.seq_len=32", "schedule.steps=12", "schedule.warmup_steps=2",
                                    "eval.every=0",
                                    "checkpoint.every=1", "checkpoint.keep=2", "--no-samples"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   const auto temporary_exists = [&] {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(ckpts, ec))
@@ -180,23 +188,14 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   bool interrupted_a_write = false;
   for (int attempt = 0; attempt < 5 && !interrupted_a_write; ++attempt) {
     fs::remove_all(run_dir);
-    posix_spawn_file_actions_t io;
-    posix_spawn_file_actions_init(&io);
-    const std::string log = dir + "/run.log";
-    posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&io, 1, 2);
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, args[0].c_str(), &io, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&io);
+    const pid_t pid = spawn_logged(args, dir + "/run.log");
+    ASSERT_GT(pid, 0);
     // Wait for two complete checkpoints, then for the next write to start.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!fs::exists(ckpts + "/step_00000002/DONE") && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     while (!temporary_exists() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-    ASSERT_EQ(::kill(pid, SIGKILL), 0);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed";
+    ASSERT_TRUE(kill_and_reap(pid)) << "the run ended before it could be killed";
     interrupted_a_write = temporary_exists();  // still there: the writer died inside the write
   }
   if (!interrupted_a_write) GTEST_SKIP() << "no write was caught in progress in 5 attempts";
