@@ -217,6 +217,12 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   EXPECT_NE(out.find("resumed from " + complete.back().string()), std::string::npos) << out;
   EXPECT_FALSE(temporary_exists());
   EXPECT_TRUE(fs::exists(ckpts + "/step_00000012/DONE"));
+  EXPECT_EQ(out.find("recipe differs"), std::string::npos) << out;  // the same recipe: no warning
+
+  // Continuing in another precision changes the trajectory: the resume says so (and goes on).
+  std::tie(rc, out) = run(cmd + " schedule.steps=13 run.precision=bf16 --resume");
+  ASSERT_TRUE(rc == 0 || rc == 3) << out;
+  EXPECT_NE(out.find("recipe differs"), std::string::npos) << out;
 }
 
 // A real full disk: a 3 MB tmpfs (needs root; skipped where mounting is not allowed).

@@ -49,9 +49,15 @@ double Trainer::flops_per_token(const ModelConfig& cfg, int64_t n_matmul, int64_
 namespace {
 
 // Hash of the recipe keys that define the trajectory (not its length, logging or checkpoint cadence), so a
-// resume with, e.g., more steps is accepted and one with another learning rate is flagged.
+// resume with, e.g., more steps is accepted and one with another learning rate or precision is flagged.
+// Of `run`, only the seed and the precision change the losses (threads, recompute, the all-reduce mode
+// and ZeRO give the same bits or the same values within float tolerance).
 std::string trajectory_hash(json recipe) {
+  json run = json::object();
+  for (const char* k : {"seed", "precision"})
+    if (recipe.contains("run") && recipe["run"].contains(k)) run[k] = recipe["run"][k];
   for (const char* k : {"run", "eval", "checkpoint", "samples"}) recipe.erase(k);
+  recipe["run"] = run;
   if (recipe.contains("schedule")) recipe["schedule"].erase("steps");
   return std::to_string(hash_name(recipe.dump()));
 }
