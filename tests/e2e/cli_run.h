@@ -32,4 +32,14 @@ inline std::pair<int, std::string> run_shell(const std::string& cmd) {
 // `lathe ARGS`.
 inline std::pair<int, std::string> run_lathe(const std::string& args) { return run_shell(lathe_bin() + " " + args); }
 
+// The corpus the pre-training tests train on: `lathe data synth` (`documents` documents of the "world"
+// corpus and its tokenizer, into DIR/world), then `lathe data prepare` (shards named "world" with 5% held
+// out, into DIR/data). Returns the first failing command's result, else data prepare's.
+inline std::pair<int, std::string> prepare_world_data(const std::string& dir, int documents) {
+  auto synth = run_lathe("data synth --out " + dir + "/world --documents " + std::to_string(documents));
+  if (synth.first != 0) return synth;
+  return run_lathe("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
+                   "/data --name world --val-fraction 0.05");
+}
+
 }  // namespace lathe::testing

@@ -63,11 +63,7 @@ class Mpi : public ::testing::Test {
   void SetUp() override {
     if (sh("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
     dir_ = testing::scratch_dir("mpi");
-    ASSERT_EQ(sh(bin() + " data synth --out " + dir_ + "/world --documents 600").first, 0);
-    ASSERT_EQ(sh(bin() + " data prepare " + dir_ + "/world/world.jsonl --tokenizer " + dir_ + "/world/tokenizer --out " +
-                 dir_ + "/data --name world --val-fraction 0.05")
-                  .first,
-              0);
+    ASSERT_EQ(testing::prepare_world_data(dir_, 600).first, 0);
   }
   std::string dir_;
 };

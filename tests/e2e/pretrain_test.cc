@@ -71,10 +71,7 @@ bool kill_and_reap(pid_t pid) {
 
 TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   const std::string dir = testing::scratch_dir("pretrain_cli");
-  auto [rc, out] = run("data synth --out " + dir + "/world --documents 600");
-  ASSERT_EQ(rc, 0) << out;
-  std::tie(rc, out) = run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " +
-                          dir + "/data --name world --val-fraction 0.05");
+  auto [rc, out] = testing::prepare_world_data(dir, 600);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("documents:"), std::string::npos) << out;
 
@@ -128,11 +125,7 @@ double mean_loss(const std::string& run_dir, size_t begin, size_t end) {
 // like the f32 run's, and the checkpoint holds f32 masters that `lathe generate` runs.
 TEST(PretrainCli, Bf16FollowsTheF32LossOnTheQuickstartData) {
   const std::string dir = testing::scratch_dir("pretrain_bf16");
-  ASSERT_EQ(run("data synth --out " + dir + "/world --documents 600").first, 0);
-  ASSERT_EQ(run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
-                "/data --name world --val-fraction 0.05")
-                .first,
-            0);
+  ASSERT_EQ(testing::prepare_world_data(dir, 600).first, 0);
   for (const char* p : {"f32", "bf16"}) {
     auto [rc, out] = run("pretrain recipes/quickstart.yaml" + tiny_overrides(dir + "/data", dir + "/" + p) +
                          " checkpoint.every=0 run.precision=" + p);
@@ -156,22 +149,12 @@ TEST(PretrainCli, Bf16FollowsTheF32LossOnTheQuickstartData) {
   EXPECT_EQ(rc, 0) << out;
 }
 
-}  // namespace
-}  // namespace lathe
-
-namespace lathe {
-namespace {
-
 // SIGKILL in the middle of a checkpoint write: the run checkpoints every step, and the test kills it at a
 // moment when a temporary checkpoint folder exists (so the write really was interrupted). The previous
 // complete checkpoint still generates, and --resume continues from it and clears the temporary.
 TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   const std::string dir = testing::scratch_dir("pretrain_kill_in_write");
-  ASSERT_EQ(run("data synth --out " + dir + "/world --documents 300").first, 0);
-  ASSERT_EQ(run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
-                "/data --name world --val-fraction 0.05")
-                .first,
-            0);
+  ASSERT_EQ(testing::prepare_world_data(dir, 300).first, 0);
   // The quickstart's 4.8M-parameter model: ~58 MB per checkpoint (weights, m, v), so a write takes a while.
   const std::string run_dir = dir + "/run", ckpts = run_dir + "/checkpoints";
   std::vector<std::string> args = {bin(), "pretrain", "recipes/quickstart.yaml", "data.train=" + dir + "/data/world",
@@ -236,11 +219,7 @@ TEST(PretrainCli, FullDiskGivesAClearErrorAndKeepsEarlierCheckpoints) {
     std::string path;
     ~Unmount() { std::system(("umount " + path).c_str()); }
   } unmount{disk};
-  ASSERT_EQ(run("data synth --out " + dir + "/world --documents 300").first, 0);
-  ASSERT_EQ(run("data prepare " + dir + "/world/world.jsonl --tokenizer " + dir + "/world/tokenizer --out " + dir +
-                "/data --name world --val-fraction 0.05")
-                .first,
-            0);
+  ASSERT_EQ(testing::prepare_world_data(dir, 300).first, 0);
   // ~1.1 MB per checkpoint: the third one does not fit.
   auto [rc, out] = run("pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +
                        "/data/world run.dir=" + disk + "/run model.config.hidden_size=64 model.config.intermediate_size=128"
