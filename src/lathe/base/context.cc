@@ -20,7 +20,9 @@ Context& current_context() {
   return process_default;
 }
 
-ContextScope::ContextScope(Context& ctx) : previous_(tls_current) { tls_current = &ctx; }
+Context* scoped_context() { return tls_current; }
+
+ContextScope::ContextScope(Context* ctx) : previous_(tls_current) { tls_current = ctx; }
 ContextScope::~ContextScope() { tls_current = previous_; }
 
 }  // namespace lathe

@@ -21,9 +21,15 @@ struct Context {
 // hardware threads (or LATHE_NUM_THREADS).
 Context& current_context();
 
+// The innermost live ContextScope's context, or nullptr (the thread uses the process default). A
+// ThreadPool hands this to its helper threads for the length of a job, so work a job does on a helper
+// (a GEMM's scratch, a tensor) draws on the submitting thread's context, not the process default.
+Context* scoped_context();
+
 class ContextScope {
  public:
-  explicit ContextScope(Context& ctx);
+  explicit ContextScope(Context& ctx) : ContextScope(&ctx) {}
+  explicit ContextScope(Context* ctx);  // nullptr: the process default
   ~ContextScope();
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "lathe/base/context.h"
+
 namespace lathe {
 namespace {
 constexpr int kSpinIterations = 2000;  // x ~50 ns per pause: ~0.1 ms before sleeping or yielding
@@ -22,6 +24,7 @@ struct ThreadPool::State {
   Trampoline call = nullptr;
   void* fn = nullptr;
   int n_workers = 0;
+  Context* context = nullptr;  // the submitting thread's scoped context, installed on the helpers
   std::atomic<uint64_t> epoch{0};
   std::atomic<int> pending{0};  // helpers that have not finished the current epoch
   std::atomic<bool> stop{false};
@@ -50,6 +53,7 @@ struct ThreadPool::State {
       if (stop.load()) return;
       seen = epoch.load(std::memory_order_acquire);
       if (worker < n_workers) {
+        const ContextScope scope(context);
         tls_running_pool = pool;
         call(fn, worker, n_workers);
         tls_running_pool = nullptr;
@@ -84,6 +88,7 @@ void ThreadPool::run(int n_workers, Trampoline call, void* fn) const {
   s.call = call;
   s.fn = fn;
   s.n_workers = n_workers;
+  s.context = scoped_context();
   s.barrier_count.store(0, std::memory_order_relaxed);
   s.pending.store(static_cast<int>(s.helpers.size()), std::memory_order_relaxed);
   s.epoch.fetch_add(1);  // seq_cst: pairs with the helpers' n_sleeping increment (no lost wake-up)

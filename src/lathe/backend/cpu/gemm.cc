@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <string_view>
 #include <type_traits>
 
@@ -273,18 +272,15 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t cols_max = split_m ? n : (n_panels + n_workers - 1) / n_workers * nr;  // per worker
   const int64_t chunk_cols_max = (std::min(cols_max, kNc) + nr - 1) / nr * nr;
 
-  // All packing buffers in one block; a large one from the calling thread's Context allocator, which
-  // keeps freed blocks of >= 1 MiB (a fresh mapping per call cost ~2% of the call in page faults), a small
-  // one from the heap (GEMMs run inside pool tasks, e.g. attention's, then leave the context alone). Each
-  // buffer starts on a 64-byte boundary (the kernels load packed panels with aligned loads).
+  // All packing buffers in one block from the Context allocator, which keeps freed blocks of >= 1 MiB (a
+  // fresh mapping per call cost ~2% of the call in page faults) and aligns every block to 64 bytes. A
+  // GEMM inside a pool task (attention's, a GEMM pair's) draws on the submitting thread's context too:
+  // the pool installs it on its helpers. Each buffer starts on a 64-byte boundary (the kernels load packed
+  // panels with aligned loads).
   const auto align16 = [](int64_t elems) { return (elems + 15) / 16 * 16; };
   const int64_t per_worker_elems = align16(mc_blk * kcp_max) + align16(chunk_cols_max * kcp_max);
   const size_t scratch_bytes = static_cast<size_t>(n_workers * per_worker_elems) * sizeof(PackT);
-  const std::shared_ptr<void> scratch =
-      scratch_bytes >= (size_t{1} << 20)
-          ? current_context().alloc.allocate(scratch_bytes)
-          : std::shared_ptr<void>(::operator new(scratch_bytes, std::align_val_t(64)),
-                                  [](void* p) { ::operator delete(p, std::align_val_t(64)); });
+  const std::shared_ptr<void> scratch = current_context().alloc.allocate(scratch_bytes);
 
   pool.run_on_workers(n_workers, [&](int w, int nw) {
     int64_t m0 = 0, m1 = m, n0 = 0, n1 = n;  // this worker's rows and columns, whole panels
