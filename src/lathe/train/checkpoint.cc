@@ -130,11 +130,16 @@ TrainState load_checkpoint_state(const std::string& dir, AdamW& opt) {
   for (size_t i = 0; i < params.size(); ++i) {
     for (int which = 0; which < 2; ++which) {
       const std::string name = (which == 0 ? "exp_avg." : "exp_avg_sq.") + params[i].name;
-      Tensor src = f.tensor(name);  // throws naming the file when missing
+      const Tensor src = f.tensor(name);  // throws naming the file when missing
+      const Shape& want = params[i].value.shape();
+      LATHE_CHECK_FORMAT(src.shape() == want, dir, "/optimizer.safetensors: ", name, " has shape ",
+                         shape_str(src.shape()), ", the model needs ", shape_str(want));
+      // The elements this optimizer owns (all of them, or a ZeRO-1 rank's range): a checkpoint always
+      // holds the whole state, so it resumes on any world size.
+      const auto [first, last] = opt.owned_part(i);
+      if (first == last) continue;
       Tensor& dst = which == 0 ? opt.exp_avg()[i] : opt.exp_avg_sq()[i];
-      LATHE_CHECK_FORMAT(src.shape() == dst.shape(), dir, "/optimizer.safetensors: ", name, " has shape ",
-                         shape_str(src.shape()), ", the model needs ", shape_str(dst.shape()));
-      dst.copy_from(src);
+      dst.view({-1}).copy_from(src.contiguous().view({-1}).slice(0, first, last));
     }
   }
   return s;

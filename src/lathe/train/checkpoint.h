@@ -35,7 +35,8 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
 // The newest complete checkpoint folder of a run (DONE present and state.json readable), if any.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 
-// Restores optimizer moments and the state; the weights are loaded by Model::load(dir, writable).
+// Restores the optimizer moments (of the elements `opt` owns: all, or a ZeRO-1 rank's range) and the
+// state; the weights are loaded by Model::load(dir, writable).
 TrainState load_checkpoint_state(const std::string& dir, AdamW& opt);
 
 }  // namespace lathe::train

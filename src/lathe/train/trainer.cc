@@ -205,7 +205,7 @@ TrainResult Trainer::run(bool resume) {
   state.seed = cfg_.seed;
   state.recipe_hash = hash;
   if (ckpt) {
-    state = zero ? zero_load_checkpoint_state(*ckpt, opt) : load_checkpoint_state(*ckpt, opt);
+    state = load_checkpoint_state(*ckpt, opt);  // this rank's part of the state under ZeRO-1
     if (state.recipe_hash != hash)
       say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
     state.recipe_hash = hash;  // later checkpoints record the recipe they continue with

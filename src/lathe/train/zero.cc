@@ -108,19 +108,4 @@ std::optional<AdamW> zero_gather_state(const AdamW& opt, dist::Communicator& com
   return whole;
 }
 
-TrainState zero_load_checkpoint_state(const std::string& dir, AdamW& opt) {
-  AdamW whole(opt.params(), opt.config());
-  const TrainState st = load_checkpoint_state(dir, whole);
-  opt.set_steps_done(whole.steps_done());
-  for (size_t i = 0; i < opt.params().size(); ++i) {
-    const auto [first, last] = opt.owned_part(i);
-    for (int which = 0; which < 2; ++which) {
-      const Tensor& src = which == 0 ? whole.exp_avg()[i] : whole.exp_avg_sq()[i];
-      Tensor& dst = which == 0 ? opt.exp_avg()[i] : opt.exp_avg_sq()[i];
-      std::copy(src.data<float>() + first, src.data<float>() + last, dst.data<float>());
-    }
-  }
-  return st;
-}
-
 }  // namespace lathe::train

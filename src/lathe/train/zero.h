@@ -14,7 +14,6 @@
 
 #include "lathe/dist/communicator.h"
 #include "lathe/train/adamw.h"
-#include "lathe/train/checkpoint.h"
 
 namespace lathe::train {
 
@@ -27,9 +26,5 @@ void zero_all_gather_params(const AdamW& opt, dist::Communicator& comm);
 // The whole optimizer state (m, v of every parameter, the step count) on rank 0, nullopt on the others, for
 // a checkpoint. Collective: every rank calls it.
 std::optional<AdamW> zero_gather_state(const AdamW& opt, dist::Communicator& comm);
-
-// load_checkpoint_state for a ZeRO-1 optimizer: reads the whole state, keeps this rank's range. The
-// checkpoint may come from any world size, with ZeRO or without.
-TrainState zero_load_checkpoint_state(const std::string& dir, AdamW& opt);
 
 }  // namespace lathe::train
