@@ -83,7 +83,7 @@ bool has_avx512() {
 }  // namespace
 
 AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg, ElementRange owned)
-    : params_(std::move(params)), cfg_(cfg), owned_(owned) {
+    : params_(std::move(params)), cfg_(cfg) {
   LATHE_CHECK_ARG(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1, "adamw: betas must be in [0, 1)");
   LATHE_CHECK_ARG(cfg.eps > 0, "adamw: eps must be positive");
   LATHE_CHECK_ARG(owned.begin >= 0 && owned.begin <= owned.end, "adamw: bad owned range");
@@ -99,8 +99,6 @@ AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg, ElementRange owned
     v_.push_back(Tensor::zeros(shape));
     offset += n;
   }
-  owned_.end = std::min(owned_.end, offset);
-  owned_.begin = std::min(owned_.begin, owned_.end);
 }
 
 void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {

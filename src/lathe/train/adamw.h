@@ -7,7 +7,6 @@
 // Hutter scale it by the schedule multiplier instead). Master weights, m and v are f32.
 #pragma once
 
-#include <climits>
 #include <cstdint>
 #include <utility>
 #include <string>
@@ -47,7 +46,6 @@ class AdamW {
   int64_t steps_done() const { return steps_; }
   void set_steps_done(int64_t t) { steps_ = t; }
   const std::vector<OptimParam>& params() const { return params_; }
-  ElementRange owned() const { return owned_; }  // clamped to the parameters' total
   // Where parameter i's owned elements lie: [begin, end) of its own elements (empty when begin == end).
   std::pair<int64_t, int64_t> owned_part(size_t i) const { return parts_[i]; }
   // m and v, one per parameter (non-const: a resume copies the checkpoint's values in): the parameter's
@@ -61,7 +59,6 @@ class AdamW {
  private:
   std::vector<OptimParam> params_;
   AdamWConfig cfg_;
-  ElementRange owned_;
   std::vector<std::pair<int64_t, int64_t>> parts_;  // per parameter
   std::vector<Tensor> m_, v_;
   int64_t steps_ = 0;

@@ -17,34 +17,45 @@ bool overlap_allreduce_enabled(const std::string& mode, const dist::Communicator
   return mode == "on" || comm.progresses_in_background();
 }
 
-GradBucketer::GradBucketer(const std::vector<OptimParam>& params, dist::Communicator& comm, int64_t bucket_bytes)
-    : params_(params), comm_(comm), ready_(params.size(), false) {
-  LATHE_CHECK_ARG(bucket_bytes > 0, "run.allreduce_bucket_mb must be positive");
-  // Reverse order: the order a decoder's backward finishes its gradients (head and last layer first; the
-  // embedding, tied or not, last).
-  for (size_t k = params_.size(); k-- > 0;) {
-    const int64_t bytes = params_[k].value.numel() * static_cast<int64_t>(sizeof(float));
-    if (buckets_.empty() || static_cast<int64_t>(buckets_.back().flat.size() * sizeof(float)) >= bucket_bytes)
-      buckets_.emplace_back();
-    Bucket& b = buckets_.back();
-    slot_of_[params_[k].value.impl()] = {buckets_.size() - 1, b.params.size()};
-    b.params.push_back(k);
-    b.offsets.push_back(static_cast<int64_t>(b.flat.size()));
-    b.flat.resize(b.flat.size() + static_cast<size_t>(bytes / static_cast<int64_t>(sizeof(float))));
-  }
-  for (Bucket& b : buckets_) b.n_waiting = b.params.size();
-}
-
-void GradBucketer::copy_in(Bucket& b, size_t slot) {
-  const OptimParam& p = params_[b.params[slot]];
+void copy_grad_to(const OptimParam& p, float* dst) {
   const Tensor g = p.value.grad();
-  float* dst = b.flat.data() + b.offsets[slot];
   if (g.defined()) {
     LATHE_ASSERT(g.dtype() == DType::kF32 && g.is_contiguous() && g.numel() == p.value.numel());
     std::copy(g.data<float>(), g.data<float>() + g.numel(), dst);
   } else {
     std::fill(dst, dst + p.value.numel(), 0.f);
   }
+}
+
+void set_grad_from(const OptimParam& p, const float* src, float scale) {
+  Tensor g = p.value.grad();
+  if (!g.defined()) {
+    g = Tensor::zeros(p.value.shape());
+    p.value.impl()->grad = g;
+  }
+  float* d = g.data<float>();
+  for (int64_t i = 0; i < g.numel(); ++i) d[i] = src[i] * scale;
+}
+
+GradBucketer::GradBucketer(const std::vector<OptimParam>& params, dist::Communicator& comm, int64_t bucket_bytes)
+    : params_(params), comm_(comm), ready_(params.size(), false) {
+  LATHE_CHECK_ARG(bucket_bytes > 0, "run.allreduce_bucket_mb must be positive");
+  // Reverse order: the order a decoder's backward finishes its gradients (head and last layer first; the
+  // embedding, tied or not, last).
+  for (size_t k = params_.size(); k-- > 0;) {
+    if (buckets_.empty() || static_cast<int64_t>(buckets_.back().flat.size() * sizeof(float)) >= bucket_bytes)
+      buckets_.emplace_back();
+    Bucket& b = buckets_.back();
+    slot_of_[params_[k].value.impl()] = {buckets_.size() - 1, b.params.size()};
+    b.params.push_back(k);
+    b.offsets.push_back(static_cast<int64_t>(b.flat.size()));
+    b.flat.resize(b.flat.size() + static_cast<size_t>(params_[k].value.numel()));
+  }
+  for (Bucket& b : buckets_) b.n_waiting = b.params.size();
+}
+
+void GradBucketer::copy_in(Bucket& b, size_t slot) {
+  copy_grad_to(params_[b.params[slot]], b.flat.data() + b.offsets[slot]);
 }
 
 void GradBucketer::on_grad_ready(const TensorImpl& leaf) {
@@ -73,14 +84,14 @@ void GradBucketer::start_ready_buckets() {
 }
 
 // OpenMPI without a progress thread moves a non-blocking collective forward only inside MPI calls.
+// (test() on a completed request returns at once.)
 void GradBucketer::progress() {
-  for (size_t i = 0; i < next_to_start_; ++i)
-    if (!buckets_[i].done) buckets_[i].done = buckets_[i].request->test();
+  for (size_t i = 0; i < next_to_start_; ++i) buckets_[i].request->test();
 }
 
 void GradBucketer::finish() {
-  for (Bucket& b : buckets_) {
-    if (&b - buckets_.data() < static_cast<std::ptrdiff_t>(next_to_start_)) continue;
+  for (size_t i = next_to_start_; i < buckets_.size(); ++i) {  // those not started: the rest count as final
+    Bucket& b = buckets_[i];
     for (size_t s = 0; s < b.params.size(); ++s)
       if (!ready_[b.params[s]]) copy_in(b, s);
     b.n_waiting = 0;
@@ -89,19 +100,8 @@ void GradBucketer::finish() {
   const float inv = 1.f / static_cast<float>(comm_.size());
   for (Bucket& b : buckets_) {
     b.request->wait();
-    for (size_t s = 0; s < b.params.size(); ++s) {
-      const OptimParam& p = params_[b.params[s]];
-      Tensor g = p.value.grad();
-      if (!g.defined()) {
-        g = Tensor::zeros(p.value.shape());
-        p.value.impl()->grad = g;
-      }
-      float* d = g.data<float>();
-      const float* src = b.flat.data() + b.offsets[s];
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] = src[i] * inv;
-    }
+    for (size_t s = 0; s < b.params.size(); ++s) set_grad_from(params_[b.params[s]], b.flat.data() + b.offsets[s], inv);
     b.request.reset();
-    b.done = false;
     b.n_waiting = b.params.size();
   }
   std::fill(ready_.begin(), ready_.end(), false);

@@ -25,6 +25,12 @@ namespace lathe::train {
 // the background; see the definition for the measurement behind it). Never with one rank.
 bool overlap_allreduce_enabled(const std::string& mode, const dist::Communicator& comm);
 
+// The flat-buffer halves of gradient averaging, shared by the bucketer and the one flat all-reduce:
+// dst[0, numel) = p's gradient (zeros when it has none) ...
+void copy_grad_to(const OptimParam& p, float* dst);
+// ... and p's gradient = src[0, numel) * scale (created when p has none).
+void set_grad_from(const OptimParam& p, const float* src, float scale);
+
 class GradBucketer {
  public:
   // params: the optimizer's parameters (f32, contiguous), whose .grad() is averaged in place.
@@ -49,7 +55,6 @@ class GradBucketer {
     std::vector<float> flat;                  // [sum of the parameters' numel]
     size_t n_waiting = 0;                     // gradients not final yet this step
     std::unique_ptr<dist::Request> request;   // while in flight
-    bool done = false;                        // request complete
   };
   void copy_in(Bucket& b, size_t slot);
   void start_ready_buckets();

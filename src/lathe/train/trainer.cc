@@ -4,8 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "lathe/autograd/node.h"
@@ -87,9 +87,8 @@ int64_t matmul_params(Model& m) {
   const auto& w = m.weights();
   const auto& c = m.config();
   int64_t n = 0;
-  std::set<TensorImpl*> seen;
-  for (Tensor* t : m.parameters()) {
-    if (t->dim() < 2 || !seen.insert(t->impl()).second) continue;
+  for (Tensor* t : m.parameters()) {  // each tensor once (a tied weight too)
+    if (t->dim() < 2) continue;
     if (t->impl() == w.pos_embed.impl()) continue;
     if (t->impl() == w.embed.impl() && !c.tie_embeddings) continue;  // lookup only; the head is separate
     if (t->dim() == 3 && c.n_experts > 0) {
@@ -109,22 +108,14 @@ void average_gradients(const std::vector<OptimParam>& params, dist::Communicator
   buf.resize(total);
   int64_t off = 0;
   for (const OptimParam& p : params) {
-    const Tensor g = p.value.grad();
-    if (g.defined()) std::copy(g.data<float>(), g.data<float>() + g.numel(), buf.data() + off);
-    else std::fill(buf.data() + off, buf.data() + off + p.value.numel(), 0.f);
+    copy_grad_to(p, buf.data() + off);
     off += p.value.numel();
   }
   comm.all_reduce_sum(buf.data(), total);
   const float inv = 1.f / static_cast<float>(comm.size());
   off = 0;
   for (const OptimParam& p : params) {
-    Tensor g = p.value.grad();
-    if (!g.defined()) {
-      g = Tensor::zeros(p.value.shape());
-      p.value.impl()->grad = g;
-    }
-    float* d = g.data<float>();
-    for (int64_t i = 0; i < g.numel(); ++i) d[i] = buf[off + i] * inv;
+    set_grad_from(p, buf.data() + off, inv);
     off += p.value.numel();
   }
 }
@@ -138,7 +129,6 @@ DocumentLayout document_layout(const Batch& b) {
   return {Tensor::from_data_i32({b.batch, b.seq_len}, b.positions), Tensor::from_data_i32({b.batch, b.seq_len}, key_start)};
 }
 
-Tensor ids_tensor(const std::vector<int32_t>& v, int64_t B, int64_t T) { return Tensor::from_data_i32({B, T}, v); }
 
 // bf16 compute: the key of the stochastic rounding that writes the bf16 weight copies after `step`
 // updates; a pure function, so a resumed run rebuilds the same copies. Not per rank, unlike llm.c `-w 1`
@@ -291,7 +281,7 @@ TrainResult Trainer::run(bool resume) {
     for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
       const Batch b = val->batch_at((i * B) % val->samples_per_epoch(), B);
       const DocumentLayout docs = document_layout(b);
-      sum += model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
+      sum += model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
                         b.positions.empty() ? nullptr : &docs)
                  .item();
     }
@@ -339,17 +329,15 @@ TrainResult Trainer::run(bool resume) {
     for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
       const Batch b = train.next(B, rank, world);
       const DocumentLayout docs = document_layout(b);
-      Tensor l = model.loss(ids_tensor(b.inputs, b.batch, T), ids_tensor(b.targets, b.batch, T),
+      Tensor l = model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
                             b.positions.empty() ? nullptr : &docs);
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
       const Tensor micro_loss = cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum));
-      if (bucketer && micro + 1 == cfg_.grad_accum) {
-        LeafGradHookScope on_final_grad([&](TensorImpl& p) { bucketer->on_grad_ready(p); });
-        backward(micro_loss);
-      } else {
-        backward(micro_loss);
-      }
+      std::optional<LeafGradHookScope> on_final_grad;  // the last micro-batch reduces buckets as they fill
+      if (bucketer && micro + 1 == cfg_.grad_accum)
+        on_final_grad.emplace([&](TensorImpl& p) { bucketer->on_grad_ready(p); });
+      backward(micro_loss);
     }
     loss /= static_cast<double>(cfg_.grad_accum);
     if (world > 1) {
