@@ -4,15 +4,13 @@
 
 namespace lathe {
 namespace {
+thread_local Context* tls_current = nullptr;
+}  // namespace
 
 int default_thread_count() {
   if (const char* s = std::getenv("LATHE_NUM_THREADS")) return std::atoi(s);
   return 0;
 }
-
-thread_local Context* tls_current = nullptr;
-
-}  // namespace
 
 Context& current_context() {
   if (tls_current) return *tls_current;

@@ -21,6 +21,9 @@ struct Context {
 // hardware threads (or LATHE_NUM_THREADS).
 Context& current_context();
 
+// LATHE_NUM_THREADS when set, else 0 (a ThreadPool's "all hardware threads").
+int default_thread_count();
+
 // The innermost live ContextScope's context, or nullptr (the thread uses the process default). A
 // ThreadPool hands this to its helper threads for the length of a job, so work a job does on a helper
 // (a GEMM's scratch, a tensor) draws on the submitting thread's context, not the process default.
