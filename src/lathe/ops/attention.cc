@@ -16,6 +16,7 @@
 #include "lathe/base/context.h"
 #include "lathe/ops/attention_tiles.h"
 #include "lathe/ops/parallel_rows.h"
+#include "lathe/ops/pool_tasks.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
@@ -47,19 +48,6 @@ inline void key_range(const AttnDims& a, int64_t b, int64_t i, int64_t* lo, int6
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
               const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, float beta, const ThreadPool& pool) {
   cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, alpha, beta}, pool);
-}
-
-// Runs fn(task, worker, gemm_pool) for every task: in parallel with single-threaded GEMMs when there are
-// enough tasks to fill the pool, otherwise one task at a time with GEMMs using the whole pool.
-template <class Fn>
-void run_tasks(int64_t n_tasks, Fn&& fn) {
-  const ThreadPool& pool = current_context().pool;
-  if (n_tasks >= pool.n_threads()) {
-    const ThreadPool serial(1);
-    pool.parallel_for(n_tasks, [&](int64_t task, int worker) { fn(task, worker, serial); });
-  } else {
-    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0, pool);
-  }
 }
 
 // Softcap in place on row[a, e): x -> cap·tanh(x / cap); keeps tanh in th[a, e) for the gradient.

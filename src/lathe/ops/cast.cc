@@ -55,7 +55,7 @@ void stochastic_round_bf16(const Tensor& src, const Tensor& dst, uint64_t key) {
   const int64_t n = src.numel(), groups = (n + 3) / 4, rows = (groups + kGroupsPerRow - 1) / kGroupsPerRow;
   parallel_rows(rows, 4 * kGroupsPerRow, [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t g = begin * kGroupsPerRow; g < std::min(groups, end * kGroupsPerRow); ++g) {
-      uint64_t bits = mix64(key + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(g + 1));
+      uint64_t bits = CounterRng{key, static_cast<uint64_t>(g)}.next_u64();  // draw g + 1 of the stream `key`
       for (int64_t i = 4 * g; i < std::min(n, 4 * g + 4); ++i, bits >>= 16)
         d[i] = f32_to_bf16_stochastic(s[i], static_cast<uint16_t>(bits));
     }

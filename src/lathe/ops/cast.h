@@ -20,7 +20,7 @@ Tensor bf16_compute_weight(const Tensor& master, const Tensor& copy);
 
 // dst [...] bf16 = stochastic rounding of src [...] f32 (contiguous, same shape): each element rounds
 // up with probability equal to its distance from the lower bf16 neighbour (unbiased). Element i uses
-// 16 bits of mix64 of (key, i / 4): the result is a pure function of (src, key), for any thread count.
+// 16 bits of draw i / 4 of CounterRng{key}: the result is a pure function of (src, key), for any thread count.
 void stochastic_round_bf16(const Tensor& src, const Tensor& dst, uint64_t key);
 
 }  // namespace lathe

@@ -8,7 +8,7 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
-#include "lathe/ops/gemm_pair.h"
+#include "lathe/ops/pool_tasks.h"
 #include "lathe/ops/parallel_rows.h"
 #include "lathe/ops/softcap.h"
 #include "lathe/ops/vec_math.h"
@@ -57,7 +57,8 @@ Tensor mean_loss(const std::vector<float>& row_loss, const int32_t* labels, int 
   return Tensor::full({}, static_cast<float>(total / static_cast<double>(*count)));
 }
 
-// c[m, n] = a[m, k] · op(w) (+ beta·c) for a head weight w [V, C] of either dtype; w_offset selects rows.
+// c[m, n] = a[m, k] · op(w) (+ beta·c) for w f32 or bf16 (the head weight [V, C], or the hidden states for
+// the head's dW); w_offset selects rows.
 void gemm_head(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const Tensor& w, int64_t w_offset, int64_t ldb, float* c, int64_t ldc, float beta,
                const ThreadPool& pool = current_context().pool) {
@@ -244,14 +245,8 @@ Tensor linear_cross_entropy(const Tensor& hidden_in, const Tensor& weight_in, co
         const auto product = [&](int64_t task, const ThreadPool& pool) {
           if (task == 0 && want_h)
             gemm_head(false, false, n, c, vc, da, vc, ws, v0 * c, c, dh.data<float>(), c, v0 ? 1.f : 0.f, pool);
-          if (task == 1 && want_w && hs.dtype() == DType::kBF16)
-            cpu::gemm(cpu::GemmArgs<float, bf16>{true, false, vc, c, n, da, vc, hs.data<bf16>(), c,
-                                                  dw.data<float>() + v0 * c, c, 1.f, 0.f},
-                      pool);
-          else if (task == 1 && want_w)
-            cpu::gemm(cpu::GemmArgs<float, float>{true, false, vc, c, n, da, vc, hs.data<float>(), c,
-                                                   dw.data<float>() + v0 * c, c, 1.f, 0.f},
-                      pool);
+          if (task == 1 && want_w)
+            gemm_head(true, false, vc, c, n, da, vc, hs, 0, c, dw.data<float>() + v0 * c, c, 0.f, pool);
         };
         run_gemm_pair(want_h && want_w, product);
       }

@@ -4,7 +4,7 @@
 #include "lathe/autograd/node.h"
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
-#include "lathe/ops/gemm_pair.h"
+#include "lathe/ops/pool_tasks.h"
 
 namespace lathe {
 namespace {
