@@ -3,7 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -38,10 +38,11 @@ std::string duration(double s) {
   return buf;
 }
 
-// The tokenizer recorded by `lathe data prepare` in the manifest next to the shards (for samples).
-std::string tokenizer_of(const std::string& train_data) {
-  const nlohmann::json manifest = train::read_manifest(train_data);
-  return manifest.is_object() ? manifest.value("tokenizer", "") : "";
+// The manifest `lathe data prepare` wrote next to the shards (an empty object when there is none): the
+// tokenizer and the document delimiter the model was trained with, which the samples use.
+nlohmann::json manifest_of(const std::string& train_data) {
+  nlohmann::json manifest = train::read_manifest(train_data);
+  return manifest.is_object() ? manifest : nlohmann::json::object();
 }
 
 }  // namespace
@@ -117,17 +118,18 @@ int cmd_pretrain(int argc, char** argv) {
   }
 
   if (!a.has("--no-samples") && !cfg.sample_prompts.empty()) {
-    const std::string tok_path = tokenizer_of(cfg.train_data);
+    const nlohmann::json manifest = manifest_of(cfg.train_data);
+    const std::string tok_path = manifest.value("tokenizer", "");
     if (tok_path.empty()) {
       std::printf("samples: skipped (no tokenizer recorded next to the training shards)\n");
     } else {
       const auto tok = tokenizer::Tokenizer::load(tok_path);
       auto model = Model::load(res.last_checkpoint);
       std::printf("samples (greedy):\n");
+      const int32_t delimiter = manifest.value("delimiter_id", -1);  // opened every training document
       for (const auto& prompt : cfg.sample_prompts) {
         std::vector<int32_t> ids;
-        if (tok.special_tokens().bos_id) ids.push_back(static_cast<int32_t>(*tok.special_tokens().bos_id));
-        else if (tok.special_tokens().eos_id) ids.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+        if (delimiter >= 0) ids.push_back(delimiter);
         for (uint32_t id : tok.encode_ids(prompt, false)) ids.push_back(static_cast<int32_t>(id));
         GenerateOptions o;
         o.max_new_tokens = static_cast<int>(cfg.sample_tokens);

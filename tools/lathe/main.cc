@@ -33,6 +33,8 @@ void usage() {
       "                                      JSON lines {\"text\"} -> {\"ids\", \"tokens\", \"offsets\"}\n"
       "  detokenize TOKENIZER [--skip-special] < ids.jsonl\n"
       "                                      JSON lines {\"ids\"} -> {\"text\"}\n"
+      "  data synth --out DIR [--documents N]\n"
+      "                                      the quickstart's synthetic corpus and its tokenizer\n"
       "  data prepare INPUT... --tokenizer T --out DIR\n"
       "                                      text / JSONL -> llm.c-format token shards with a val split\n"
       "  pretrain RECIPE.yaml [key=value ...] [--resume]\n"
