@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "fma_loop.h"
 #include "lathe/backend/cpu/gemm.h"
 
 namespace {
@@ -39,22 +40,6 @@ std::vector<T> random_vector(size_t n, uint32_t seed) {
   return v;
 }
 
-// 16 independent accumulators (4-cycle FMA latency x 2 FMA ports needs >= 8 in flight); each iteration
-// is 16 FMAs x 16 lanes x 2 flops.
-__attribute__((target("avx512f,fma"))) float fma_loop(int64_t iters, float seed) {
-  constexpr int kAcc = 16;
-  __m512 acc[kAcc];
-  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kAcc; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
-}
-
 // fp32 FMA peak of n workers of the pool: ~5 ms of FMAs per worker per iteration.
 void bench_peak_fma(benchmark::State& st) {
   if (!__builtin_cpu_supports("avx512f")) return st.SkipWithError("no AVX-512");
@@ -65,7 +50,7 @@ void bench_peak_fma(benchmark::State& st) {
     pool.run_on_workers(pool.n_threads(), [&](int w, int) { sink[w] = fma_loop(kIters, static_cast<float>(w)); });
     benchmark::DoNotOptimize(sink.data());
   }
-  st.counters["FLOP/s"] = benchmark::Counter(512.0 * kIters * pool.n_threads() * st.iterations(),
+  st.counters["FLOP/s"] = benchmark::Counter(kFmaFlopsPerIter * kIters * pool.n_threads() * st.iterations(),
                                              benchmark::Counter::kIsRate);
 }
 

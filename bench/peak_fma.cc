@@ -7,25 +7,13 @@
 #include <chrono>
 #include <cstdio>
 
+#include "fma_loop.h"
+
 namespace {
 
-// 16 independent accumulators (kept in registers: no asm barrier, which would force them to memory): 4-cycle FMA latency x 2 FMA ports needs >= 8 in flight; 16 also hides
-// any scheduling slack. Each iteration is 16 FMAs x 16 lanes x 2 flops.
-constexpr int kAcc = 16;
+// Same accumulator count as fma_loop (fma_loop.h).
+constexpr int kAcc = kFmaAccumulators;
 constexpr long kIters = 20'000'000;
-
-__attribute__((target("avx512f,fma"))) float fma_loop(long iters, float seed) {
-  __m512 acc[kAcc];
-  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kAcc; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
-}
 
 // vdpbf16ps: 16 lanes x 2 products x 2 flops per instruction.
 __attribute__((target("avx512f,avx512bf16"))) float dot_loop(long iters, float seed) {
@@ -62,7 +50,7 @@ double measure(int n_threads, double flops_per_iter, Fn fn) {
 int main() {
   __builtin_cpu_init();
   const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
-  const double fma_flops = kAcc * 16 * 2, dot_flops = kAcc * 16 * 4;
+  const double fma_flops = kFmaFlopsPerIter, dot_flops = kAcc * 16 * 4;
   const double f1 = measure(1, fma_flops, fma_loop), f2 = measure(2, fma_flops, fma_loop);
   double d1 = 0, d2 = 0;
   if (has_bf16) {
