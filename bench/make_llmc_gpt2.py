@@ -75,13 +75,15 @@ def write_model(path, seed):
     os.replace(path + ".tmp", path)
 
 
-def write_shard(path, n, seed):
+def write_shard(path, n, seed, vocab=V):
+    """An llm.c token shard (uint16, version 1) of n uniformly random ids in [0, vocab); also used by
+    bench/pretrain_bench.py."""
     rng = np.random.default_rng(seed)
     header = np.zeros(256, dtype="<i4")
     header[:3] = (20240520, 1, n)
     with open(path, "wb") as f:
         f.write(header.tobytes())
-        f.write(rng.integers(0, V, n, dtype=np.int64).astype("<u2").tobytes())
+        f.write(rng.integers(0, vocab, n, dtype=np.int64).astype("<u2").tobytes())
 
 
 def write_tokenizer(path):

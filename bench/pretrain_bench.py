@@ -12,28 +12,18 @@ process's peak RSS (getrusage of the child).
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
-import numpy as np
+from make_llmc_gpt2 import write_shard  # same folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = {  # name: (recipe, batch, seq, vocab, torch model name)
     "gpt2": ("recipes/gpt2-124M.yaml", 4, 64, 50257, "gpt2"),
     "llama": ("recipes/llama-110M.yaml", 8, 256, 32000, "llama110m"),
 }
-
-
-def write_shard(path, n, vocab, seed):
-    rng = np.random.default_rng(seed)
-    header = np.zeros(256, dtype="<i4")
-    header[:3] = (20240520, 1, n)
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(rng.integers(0, vocab, n, dtype=np.int64).astype("<u2").tobytes())
 
 
 def main():
@@ -57,7 +47,7 @@ def main():
         os.makedirs(data, exist_ok=True)
         shard = os.path.join(data, "rand_train_000000.bin")
         if not os.path.exists(shard):
-            write_shard(shard, B * T * (a.steps + 2) * 4 + 1, vocab, 0)
+            write_shard(shard, B * T * (a.steps + 2) * 4 + 1, 0, vocab)
         lathe_rates, torch_rates, lathe_rss, torch_rss = [], [], [], []
         for r in range(a.rounds):
             run_dir = os.path.join(a.out, f"run_{name}_{r}")
