@@ -3,17 +3,12 @@
 #include "lathe/autograd/node.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/elementwise.h"
+#include "lathe/ops/gradcheck.h"
 #include "lathe/ops/linear.h"
 #include "lathe/ops/reshape.h"
 
 namespace lathe {
 namespace {
-
-Tensor ramp(const Shape& shape, float scale) {
-  Tensor t = Tensor::empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>((i * 7) % 11 - 5);
-  return t;
-}
 
 // The recomputed graph gives the gradients the recorded one gives, to the parameters used inside and to
 // the input (which flows on to the parameters before it).
@@ -21,10 +16,10 @@ TEST(Checkpoint, GradientsEqualTheRecordedGraph) {
   std::vector<std::vector<float>> grads[2];
   float losses[2];
   for (int mode = 0; mode < 2; ++mode) {
-    Tensor w0 = ramp({6, 4}, 0.1f), w1 = ramp({5, 6}, 0.07f);
+    Tensor w0 = testing::random_tensor({6, 4}, 1, 0.1f), w1 = testing::random_tensor({5, 6}, 2, 0.07f);
     w0.set_requires_grad(true);
     w1.set_requires_grad(true);
-    Tensor x = ramp({3, 4}, 0.3f);
+    Tensor x = testing::random_tensor({3, 4}, 3, 0.3f);
     Tensor h = linear(x, w0);  // before the checkpoint: needs the input gradient
     const auto block = [&w1](const Tensor& in) { return activation(linear(activation(in, Activation::kGelu), w1), Activation::kSilu); };
     Tensor y = mode == 0 ? block(h) : checkpoint(block, h);
@@ -43,9 +38,9 @@ TEST(Checkpoint, GradientsEqualTheRecordedGraph) {
 
 TEST(Checkpoint, WithoutGradModeItIsAPlainCall) {
   NoGradGuard ng;
-  Tensor w = ramp({2, 2}, 1.f);
+  Tensor w = testing::random_tensor({2, 2}, 4, 1.f);
   w.set_requires_grad(true);
-  Tensor y = checkpoint([&w](const Tensor& in) { return linear(in, w); }, ramp({1, 2}, 1.f));
+  Tensor y = checkpoint([&w](const Tensor& in) { return linear(in, w); }, testing::random_tensor({1, 2}, 5, 1.f));
   EXPECT_FALSE(y.requires_grad());
 }
 

@@ -7,17 +7,12 @@
 #include "lathe/autograd/node.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/elementwise.h"
+#include "lathe/ops/gradcheck.h"
 #include "lathe/ops/linear.h"
 #include "lathe/ops/reshape.h"
 
 namespace lathe {
 namespace {
-
-Tensor ramp(const Shape& shape, float scale) {
-  Tensor t = Tensor::empty(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>((i * 7) % 11 - 5);
-  return t;
-}
 
 Tensor sum_all(const Tensor& y /* [R, K] */) {  // -> [1, 1], as a matmul with ones
   return linear(reshape(y, {1, y.numel()}), Tensor::full({1, y.numel()}, 1.f));
@@ -26,10 +21,10 @@ Tensor sum_all(const Tensor& y /* [R, K] */) {  // -> [1, 1], as a matmul with o
 // A weight used twice (like a tied embedding: the lookup and the head) fires once, with its final value.
 TEST(LeafGradHook, TiedWeightFiresOnceAfterBothUses) {
   for (bool recompute : {false, true}) {
-    Tensor w = ramp({4, 4}, 0.1f), u = ramp({4, 4}, 0.05f);
+    Tensor w = testing::random_tensor({4, 4}, 1, 0.1f), u = testing::random_tensor({4, 4}, 2, 0.05f);
     w.set_requires_grad(true);
     u.set_requires_grad(true);
-    const Tensor x = ramp({3, 4}, 0.3f);
+    const Tensor x = testing::random_tensor({3, 4}, 3, 0.3f);
     const auto middle = [&u](const Tensor& in) { return activation(linear(in, u), Activation::kGelu); };
     Tensor h = linear(x, w);                                  // first use of w
     h = recompute ? checkpoint(middle, h) : middle(h);        // u used inside the recomputed region
@@ -51,11 +46,11 @@ TEST(LeafGradHook, TiedWeightFiresOnceAfterBothUses) {
 }
 
 TEST(LeafGradHook, ScopeEndsTheHook) {
-  Tensor w = ramp({2, 2}, 1.f);
+  Tensor w = testing::random_tensor({2, 2}, 4, 1.f);
   w.set_requires_grad(true);
   int fired = 0;
   { LeafGradHookScope scope([&](TensorImpl&) { ++fired; }); }
-  backward(sum_all(linear(ramp({1, 2}, 1.f), w)));
+  backward(sum_all(linear(testing::random_tensor({1, 2}, 5, 1.f), w)));
   EXPECT_EQ(fired, 0);
 }
 
