@@ -7,21 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
+#include "lathe/train/test_metrics.h"
 
 extern char** environ;
 
@@ -38,16 +34,7 @@ std::pair<int, std::string> sh(const std::string& cmd) { return testing::run_she
 const char* kMpirun =
     "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe ";
 
-std::vector<double> losses(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<double> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
+std::vector<double> losses(const std::string& run_dir) { return testing::loss_values(run_dir); }
 
 std::string overrides(const std::string& data, const std::string& run_dir, int steps) {
   return " data.train=" + data + "/world data.val=" + data + "/world run.dir=" + run_dir +

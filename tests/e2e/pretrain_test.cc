@@ -8,9 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -113,11 +111,10 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
 
 // Mean training loss of steps [begin, end) (1-based steps, end exclusive) from a run's metrics.
 double mean_loss(const std::string& run_dir, size_t begin, size_t end) {
-  const auto lines = losses(run_dir);
-  EXPECT_GE(lines.size() + 1, end) << run_dir;
+  const std::vector<double> loss = testing::loss_values(run_dir);
+  EXPECT_GE(loss.size() + 1, end) << run_dir;
   double sum = 0;
-  for (size_t i = begin - 1; i < end - 1 && i < lines.size(); ++i)
-    sum += std::stod(lines[i].substr(lines[i].find("\"loss\":") + 7));
+  for (size_t i = begin - 1; i < end - 1 && i < loss.size(); ++i) sum += loss[i];
   return sum / static_cast<double>(end - begin);
 }
 

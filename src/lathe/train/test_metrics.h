@@ -1,5 +1,5 @@
-// Test helper: the training-loss lines of a run's metrics.jsonl, cut before "grad_norm" (step, loss and
-// lr with every bit), so two runs can be compared exactly.
+// Test helpers: the training-loss lines of a run's metrics.jsonl, cut before "grad_norm" (step, loss and
+// lr with every bit), so two runs can be compared exactly; and the losses as numbers.
 #pragma once
 
 #include <fstream>
@@ -16,5 +16,14 @@ inline std::vector<std::string> loss_lines(const std::string& run_dir) {
     if (line.find("\"loss\"") != std::string::npos) out.push_back(line.substr(0, line.find(",\"grad_norm\"")));
   return out;
 }
+
+// The "loss" value of each line of loss_lines.
+inline std::vector<double> loss_values(const std::vector<std::string>& lines) {
+  std::vector<double> out;
+  for (const std::string& l : lines) out.push_back(std::stod(l.substr(l.find("\"loss\":") + 7)));
+  return out;
+}
+
+inline std::vector<double> loss_values(const std::string& run_dir) { return loss_values(loss_lines(run_dir)); }
 
 }  // namespace lathe::testing

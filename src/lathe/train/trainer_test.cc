@@ -83,12 +83,6 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
 }
 
 // The loss of each line (the loss lines are cut before grad_norm).
-std::vector<double> losses_of(const std::vector<std::string>& lines) {
-  std::vector<double> out;
-  for (const std::string& l : lines) out.push_back(std::stod(l.substr(l.find("\"loss\":") + 7)));
-  return out;
-}
-
 // run.precision=bf16 (specs/pretrain.md §2.4): it learns, stays near the f32 run, resumes bit for bit (the
 // bf16 copies are rebuilt from the f32 masters with the same rounding key), and checkpoints f32 masters.
 TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
@@ -101,7 +95,7 @@ TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
   EXPECT_LT(a.final_val_loss, std::log(64.0) - 1.0) << "did not learn";
   const auto full_losses = loss_lines(dir + "/full");
   ASSERT_EQ(full_losses.size(), 10u);
-  const std::vector<double> f32 = losses_of(loss_lines(dir + "/f32")), b16 = losses_of(full_losses);
+  const std::vector<double> f32 = testing::loss_values(dir + "/f32"), b16 = testing::loss_values(full_losses);
   EXPECT_NE(f32[1], b16[1]) << "run.precision=bf16 changed nothing";
   // Same data and initial weights; bf16 rounding moves each loss by well under 2% on this toy task.
   for (size_t i = 0; i < f32.size(); ++i) EXPECT_NEAR(b16[i], f32[i], 0.02 * f32[i]) << "step " << i + 1;
