@@ -1,7 +1,6 @@
 #include "lathe/dist/communicator.h"
 
 #include <cstdlib>
-#include <cstdio>
 #include <vector>
 
 #define OMPI_SKIP_MPICXX 1  // the C API only
@@ -25,16 +24,11 @@ class SingleProcess final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  const char* backend() const override { return "single"; }
   bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
   std::unique_ptr<Request> iall_reduce_sum(float*, int64_t) override { return std::make_unique<DoneRequest>(); }
   void all_gather(float*, const std::vector<int64_t>&) override {}
-  void broadcast(void*, int64_t, int) override {}
-  void barrier() override {}
-  [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 };
 
 void check(int rc, const char* what) {
@@ -83,7 +77,6 @@ class Mpi final : public Communicator {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     MPI_Comm local;
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local), "split");
-    MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
     std::atexit([] {
@@ -95,8 +88,6 @@ class Mpi final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
-  int local_rank() const override { return local_rank_; }
-  const char* backend() const override { return "mpi"; }
   // OpenMPI (Debian's build) has no progress thread; on shared memory the copies run on the calling core.
   bool progresses_in_background() const override { return false; }
   void all_reduce_sum(float* data, int64_t n) override { reduce(data, n, MPI_FLOAT); }
@@ -125,17 +116,6 @@ class Mpi final : public Communicator {
                          MPI_COMM_WORLD),
           "all_gather");
   }
-  void broadcast(void* data, int64_t bytes, int root) override {
-    for (int64_t off = 0; off < bytes; off += kMaxCount) {
-      const int count = static_cast<int>(std::min<int64_t>(kMaxCount, bytes - off));
-      check(MPI_Bcast(static_cast<char*>(data) + off, count, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
-    }
-  }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
-  [[noreturn]] void abort(int exit_code) override {
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
-    std::exit(exit_code);
-  }
 
  private:
   static constexpr int64_t kMaxCount = 1 << 30;  // MPI counts are int
@@ -148,7 +128,7 @@ class Mpi final : public Communicator {
             "all_reduce");
     }
   }
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
 };
 
 }  // namespace

@@ -25,10 +25,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Processes of this job on this machine, and this process's index among them (thread budgeting).
+  // Processes of this job on this machine (thread budgeting).
   virtual int local_size() const = 0;
-  virtual int local_rank() const = 0;
-  virtual const char* backend() const = 0;  // "single", "mpi"
   // Whether a non-blocking collective moves data without the caller's compute threads (NCCL's own stream,
   // an MPI progress thread on spare cores): only then does overlapping it with compute pay.
   virtual bool progresses_in_background() const = 0;
@@ -42,10 +40,6 @@ class Communicator {
   // In place: rank r's counts[r] elements, at offset counts[0] + ... + counts[r - 1] of data, reach every
   // rank (MPI_Allgatherv). The total must fit an int.
   virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
-  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
-  virtual void barrier() = 0;
-  // Ends every process of the job (after an error on one rank, so no rank waits forever).
-  [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 
 // MPI when the process was started by mpirun / srun (their environment variables are present), else a

@@ -28,8 +28,6 @@ class TwoIdenticalRanks final : public dist::Communicator {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   int local_size() const override { return 2; }
-  int local_rank() const override { return 0; }
-  const char* backend() const override { return "fake"; }
   bool progresses_in_background() const override { return background; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_reduce_sum(double*, int64_t) override {}
@@ -42,9 +40,6 @@ class TwoIdenticalRanks final : public dist::Communicator {
     return r;
   }
   void all_gather(float*, const std::vector<int64_t>&) override {}
-  void broadcast(void*, int64_t, int) override {}
-  void barrier() override {}
-  [[noreturn]] void abort(int) override { std::abort(); }
 
   std::vector<int64_t> started;  // element counts, in start order
   bool released = false;
