@@ -160,9 +160,7 @@ void kill_and_resume(const std::string& dir, const std::string& extra) {
   pid_t job = 0;
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   ASSERT_EQ(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(killed + "/checkpoints/step_00000010/DONE") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  testing::wait_for_file(killed + "/checkpoints/step_00000010/DONE");
   // Rank 1 is the lathe process whose environment says OMPI_COMM_WORLD_RANK=1 and whose run folder is ours.
   pid_t rank1 = -1;
   for (const auto& e : fs::directory_iterator("/proc")) {

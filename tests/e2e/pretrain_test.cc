@@ -88,9 +88,7 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   }
   const pid_t pid = spawn_logged(args, dir + "/killed.log");
   ASSERT_GT(pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(dir + "/killed/checkpoints/step_00000020/DONE") && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  testing::wait_for_file(dir + "/killed/checkpoints/step_00000020/DONE");
   ASSERT_TRUE(kill_and_reap(pid)) << "the run finished before it could be killed";
   const size_t logged_before_kill = losses(dir + "/killed").size();
   EXPECT_LT(logged_before_kill, 150u);
@@ -171,9 +169,8 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
     const pid_t pid = spawn_logged(args, dir + "/run.log");
     ASSERT_GT(pid, 0);
     // Wait for two complete checkpoints, then for the next write to start.
+    testing::wait_for_file(ckpts + "/step_00000002/DONE");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!fs::exists(ckpts + "/step_00000002/DONE") && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     while (!temporary_exists() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     ASSERT_TRUE(kill_and_reap(pid)) << "the run ended before it could be killed";
     interrupted_a_write = temporary_exists();  // still there: the writer died inside the write
