@@ -231,19 +231,13 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
                   shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, ids, nullptr);  // [B, T, C]
-  if (cfg_.bf16_compute) h = to_bf16(h);
   // Labels: ids shifted left; the last position of each row has no next token and is ignored.
-  Tensor labels = Tensor::empty({B * T}, DType::kI32);
+  Tensor labels = Tensor::empty({B, T}, DType::kI32);
   const int32_t* ip = ids.contiguous().data<int32_t>();
   int32_t* lp = labels.data<int32_t>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) lp[b * T + t] = t + 1 < T ? ip[b * T + t + 1] : -100;
-  LinearCrossEntropyOptions o;
-  o.ignore_index = -100;
-  o.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, labels, o);
+  return loss(ids, labels);
 }
 
 Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs) {
