@@ -16,9 +16,6 @@
 
 #include "lathe/backend/cpu/gemm_internal.h"
 
-#define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-#define LATHE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
-
 namespace lathe::cpu {
 namespace {
 

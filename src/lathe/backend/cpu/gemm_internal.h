@@ -8,6 +8,11 @@
 
 #include "lathe/backend/cpu/gemm.h"
 
+// Function attributes of the AVX-512 kernels (gemm_avx512.cc, gemv_avx512.cc), compiled for their tier
+// whatever the build's -march; the dispatcher calls them only where the CPU has it.
+#define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define LATHE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+
 namespace lathe::cpu {
 
 enum class GemmIsa : uint8_t { kScalar, kAvx2, kAvx512, kAvx512Bf16, kCount };

@@ -18,8 +18,6 @@
 
 #include "lathe/backend/cpu/gemm_internal.h"
 
-#define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-
 namespace lathe::cpu {
 namespace {
 
