@@ -45,6 +45,20 @@ inline bool wait_for_file(const std::string& path, std::chrono::seconds timeout 
 // `lathe ARGS`.
 inline std::pair<int, std::string> run_lathe(const std::string& args) { return run_shell(lathe_bin() + " " + args); }
 
+// `lathe ARGS` under coreutils `timeout`: a hang exits 124 (killed after `timeout_s`), a crash 128 + the
+// signal number, so a test can tell a clean error from both.
+inline std::pair<int, std::string> run_lathe_bounded(const std::string& args, int timeout_s = 60) {
+  return run_shell("timeout -k 5 " + std::to_string(timeout_s) + " " + lathe_bin() + " " + args);
+}
+
+inline constexpr int kExitTimedOut = 124;  // coreutils timeout: the command was killed after its limit
+
+// True when `r` is a clean failure: a non-zero exit that is neither a timeout nor a signal, and an
+// output that names `what` (the file, key or option at fault).
+inline bool is_clean_error(const std::pair<int, std::string>& r, const std::string& what) {
+  return r.first > 0 && r.first != kExitTimedOut && r.first < 128 && r.second.find(what) != std::string::npos;
+}
+
 // The corpus the pre-training tests train on: `lathe data synth` (`documents` documents of the "world"
 // corpus and its tokenizer, into DIR/world), then `lathe data prepare` (shards named "world" with 5% held
 // out, into DIR/data). Returns the first failing command's result, else data prepare's.
