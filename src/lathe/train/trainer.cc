@@ -320,10 +320,14 @@ TrainResult Trainer::run(StartMode mode) {
     if (fs::is_regular_file(metrics_path, ec) && fs::file_size(metrics_path, ec) > 0) {  // a resume
       std::string kept;
       if (state.step > 0) {
-        const MetricsRead m = read_metrics(metrics_path.string());
+        MetricsRead m = read_metrics(metrics_path.string());
+        for (const MetricsLine& l : m.lines) {
+          if (l.step.value_or(0) > state.step) continue;  // logged after the checkpoint: trained again
+          const size_t n_bad = m.problems.size();          // a loss that is not a number is dropped too
+          for (const char* key : {"loss", "val_loss"}) metrics_number(l, key, metrics_path.string(), &m.problems);
+          if (m.problems.size() == n_bad) kept += l.text + "\n";
+        }
         for (const std::string& p : m.problems) say("warning: " + p);
-        for (const MetricsLine& l : m.lines)
-          if (l.step.value_or(0) <= state.step) kept += l.text + "\n";
       }
       write_file_atomic(metrics_path.string(), kept);
     }
