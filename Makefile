@@ -42,6 +42,8 @@ test: build
 
 # The quickstart: generate the synthetic "world" corpus, tokenize it into shards, pre-train a small
 # model (recipes/quickstart.yaml) with a progress bar, then report val loss, the loss curve and samples.
+# --overwrite: a second `make demo` starts the run in runs/quickstart over (without it, pretrain refuses a
+# folder that holds a run).
 QUICKSTART_DATA ?= data/quickstart
 demo: build
 	@echo "== lathe data synth --out $(QUICKSTART_DATA)"
@@ -49,8 +51,9 @@ demo: build
 	@echo "== lathe data prepare $(QUICKSTART_DATA)/world.jsonl"
 	@$(LATHE) data prepare $(QUICKSTART_DATA)/world.jsonl --tokenizer $(QUICKSTART_DATA)/tokenizer \
 	  --out $(QUICKSTART_DATA) --name world --val-fraction 0.02
-	@echo "== lathe pretrain recipes/quickstart.yaml"
-	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world
+	@echo "== lathe pretrain recipes/quickstart.yaml --overwrite"
+	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world \
+	  --overwrite
 
 # Verifies every fixture model against its Hugging Face reference, then generates from one.
 verify-fixtures: build
