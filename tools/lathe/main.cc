@@ -15,6 +15,7 @@ int cmd_chat_template(int argc, char** argv);
 int cmd_data(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
+int cmd_checkpoint(int argc, char** argv);
 }  // namespace lathe::cli
 
 namespace {
@@ -37,9 +38,10 @@ void usage() {
       "                                      the quickstart's synthetic corpus and its tokenizer\n"
       "  data prepare INPUT... --tokenizer T --out DIR\n"
       "                                      text / JSONL -> llm.c-format token shards with a val split\n"
-      "  pretrain RECIPE.yaml [key=value ...] [--resume]\n"
+      "  pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite]\n"
       "                                      pre-train as the recipe says (progress, checkpoints, samples)\n"
       "  plot RUN_DIR [--out FILE.svg]       loss and learning-rate curves of a run\n"
+      "  checkpoint verify DIR               check a checkpoint's (or a run's) files against their checksums\n"
       "  chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
       "                                      render {\"messages\", \"tools\", ...} with the model's chat template\n"
       "\n"
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
     if (cmd == "data") return lathe::cli::cmd_data(argc, argv);
     if (cmd == "pretrain") return lathe::cli::cmd_pretrain(argc, argv);
     if (cmd == "plot") return lathe::cli::cmd_plot(argc, argv);
+    if (cmd == "checkpoint") return lathe::cli::cmd_checkpoint(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

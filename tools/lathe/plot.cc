@@ -4,14 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
 #include "args.h"
 #include "lathe/base/error.h"
 #include "lathe/io/mapped_file.h"
+#include "lathe/train/metrics_file.h"
 
 namespace lathe::cli {
 
@@ -77,30 +76,32 @@ void panel(std::ostringstream& svg, double top, double height, const std::string
 
 int write_training_plot(const std::string& run_dir, const std::string& svg_path) {
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
-  std::ifstream in(metrics);
-  LATHE_CHECK_ARG(in.good(), metrics.string(), ": cannot read (is ", run_dir, " a lathe pretrain run folder?)");
+  LATHE_CHECK_ARG(fs::is_regular_file(metrics), metrics.string(), ": cannot read (is ", run_dir,
+                  " a lathe pretrain run folder?)");
+  // Bad lines (a torn last line of a killed run, a NaN written as null, a damaged file) are skipped and
+  // reported by file:line; the curve is drawn from the rest.
+  train::MetricsRead m = train::read_metrics(metrics.string());
   Series loss, lr, val;
-  std::string line;
-  while (std::getline(in, line)) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a torn last line of a killed run
-    }
-    if (!j.contains("step")) continue;
-    const double step = j["step"].get<double>();
-    if (j.contains("loss")) {
+  for (const train::MetricsLine& l : m.lines) {
+    if (!l.step) continue;
+    const double step = static_cast<double>(*l.step);
+    if (const auto v = train::metrics_number(l, "loss", metrics.string(), &m.problems)) {
       loss.x.push_back(step);
-      loss.y.push_back(j["loss"].get<double>());
+      loss.y.push_back(*v);
       lr.x.push_back(step);
-      lr.y.push_back(j.value("lr", 0.0));
+      lr.y.push_back(train::metrics_number(l, "lr", metrics.string(), &m.problems).value_or(0.0));
     }
-    if (j.contains("val_loss")) {
+    if (const auto v = train::metrics_number(l, "val_loss", metrics.string(), &m.problems)) {
       val.x.push_back(step);
-      val.y.push_back(j["val_loss"].get<double>());
+      val.y.push_back(*v);
     }
   }
+  constexpr size_t kShown = 5;
+  for (size_t i = 0; i < m.problems.size() && i < kShown; ++i)
+    std::fprintf(stderr, "plot: warning: %s\n", m.problems[i].c_str());
+  if (m.problems.size() > kShown)
+    std::fprintf(stderr, "plot: warning: %zu more unreadable values in %s\n", m.problems.size() - kShown,
+                 metrics.string().c_str());
   // A smoothed train curve (EMA) over the raw one, so the trend is readable through step noise.
   Series smooth = loss;
   for (size_t i = 1; i < smooth.y.size(); ++i) smooth.y[i] = 0.9 * smooth.y[i - 1] + 0.1 * loss.y[i];

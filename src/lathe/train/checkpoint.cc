@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "lathe/base/error.h"
+#include "lathe/io/checksum.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
+#include "lathe/io/tokenizer/tokenizer.h"
 
 namespace lathe::train {
 
@@ -19,34 +20,148 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+// What every checkpoint must hold, whatever state.json lists.
+constexpr const char* kRequiredFiles[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+
 std::string step_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step_%08lld", static_cast<long long>(step));
   return buf;
 }
 
-// Complete checkpoints, oldest first.
-std::vector<fs::path> complete_checkpoints(const fs::path& ckpt_root) {
+// Checkpoint folders (complete or not), oldest first.
+std::vector<fs::path> checkpoint_folders(const fs::path& ckpt_root) {
   std::vector<fs::path> out;
-  if (!fs::is_directory(ckpt_root)) return out;
-  for (const auto& e : fs::directory_iterator(ckpt_root)) {
+  std::error_code ec;
+  if (!fs::is_directory(ckpt_root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(ckpt_root, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step_", 0) == 0 && fs::exists(e.path() / "DONE")) out.push_back(e.path());
+    if (e.is_directory() && name.rfind("step_", 0) == 0) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());  // zero-padded step numbers sort in step order
   return out;
 }
 
+std::string read_small_file(const fs::path& p) {
+  const MappedFile f = MappedFile::open(p.string());
+  return std::string(f.data ? f.data : "", f.size);
+}
+
+// state.json as an object, or a FormatError naming the file.
+json read_state_json(const fs::path& dir) {
+  const std::string text = read_small_file(dir / "state.json");
+  json st = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  LATHE_CHECK_FORMAT(!st.is_discarded(), (dir / "state.json").string(), ": not valid JSON");
+  LATHE_CHECK_FORMAT(st.is_object(), (dir / "state.json").string(), ": not a JSON object");
+  return st;
+}
+
+TrainState parse_state(const json& st, const fs::path& dir, int64_t* optimizer_steps) {
+  TrainState s;
+  try {
+    s.step = st.at("step").get<int64_t>();
+    s.data_cursor = st.at("data_cursor").get<int64_t>();
+    s.seed = st.at("seed").get<uint64_t>();
+    s.world_size = st.at("world_size").get<int>();
+    s.recipe_hash = st.at("recipe_hash").get<std::string>();
+    s.run_id = st.value("run_id", std::string());
+    *optimizer_steps = st.at("optimizer_steps").get<int64_t>();
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat((dir / "state.json").string(), ": ", e.what()));
+  }
+  LATHE_CHECK_FORMAT(s.step >= 0 && s.data_cursor >= 0, (dir / "state.json").string(), ": negative step or cursor");
+  return s;
+}
+
+json digest_json(const FileDigest& d) { return {{"size", d.size}, {"xxh3_128", d.xxh3_128}}; }
+
+// "" when the file matches the recorded {size, xxh3_128}, else why not.
+std::string check_digest(const fs::path& file, const json& want) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return "missing";
+  if (!want.is_object() || !want.contains("size") || !want["size"].is_number_unsigned() || !want.contains("xxh3_128") ||
+      !want["xxh3_128"].is_string())
+    return "no valid digest recorded";
+  FileDigest got;
+  try {
+    got = digest_file(file.string());
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  const uint64_t size = want["size"].get<uint64_t>();
+  if (got.size != size)
+    return str_cat("size ", got.size, " bytes, recorded ", size, got.size < size ? " (truncated)" : " (grown)");
+  if (got.xxh3_128 != want["xxh3_128"].get<std::string>())
+    return str_cat("checksum mismatch (XXH3-128 ", got.xxh3_128, ", recorded ", want["xxh3_128"].get<std::string>(),
+                   "): the file was changed or damaged");
+  return "";
+}
+
+// The tokenizer files to copy: tokenizer.json (required) and the optional ones beside it.
+std::vector<fs::path> tokenizer_files(const std::string& tokenizer) {
+  std::vector<fs::path> out;
+  if (tokenizer.empty()) return out;
+  const fs::path dir = fs::is_directory(tokenizer) ? fs::path(tokenizer) : fs::path(tokenizer).parent_path();
+  const fs::path main = fs::is_directory(tokenizer) ? dir / "tokenizer.json" : fs::path(tokenizer);
+  LATHE_CHECK_ARG(fs::is_regular_file(main), "the tokenizer recorded for the training data, ", main.string(),
+                  ", is not a file: cannot copy it into the checkpoint");
+  out.push_back(main);
+  for (const char* name : kTokenizerFiles)
+    if (std::string(name) != "tokenizer.json" && fs::is_regular_file(dir / name)) out.push_back(dir / name);
+  return out;
+}
+
+// Deletes this run's checkpoints older than the newest `keep` (up to the one just written); step 0 (the
+// initial weights) and other runs' checkpoints (another run id, or none) are never touched.
+void prune(const fs::path& root, const TrainState& st, int keep) {
+  std::vector<fs::path> ours;
+  for (const fs::path& p : checkpoint_folders(root)) {
+    if (p.filename() == step_name(0) || !fs::exists(p / "DONE")) continue;
+    try {
+      const json s = read_state_json(p);
+      if (st.run_id.empty() || s.value("run_id", std::string()) != st.run_id) continue;
+      if (!s.contains("step") || !s["step"].is_number_integer() || s["step"].get<int64_t>() > st.step) continue;
+    } catch (const Error&) {
+      continue;  // unreadable: not provably ours
+    }
+    ours.push_back(p);
+  }
+  for (size_t i = 0; i + keep < ours.size(); ++i) fs::remove_all(ours[i]);
+  for (const auto& e : fs::directory_iterator(root)) {  // stale temporaries of dead processes
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".tmp.", 0) == 0) {
+      std::error_code ec;
+      fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
+std::string generation_config_json(const ModelConfig& cfg, const std::string& tokenizer) {
+  json g = {{"_from_model_config", true}};
+  std::optional<tokenizer::SpecialTokens> special;
+  if (!tokenizer.empty()) special = tokenizer::Tokenizer::load(tokenizer).special_tokens();
+  if (cfg.bos_token_id >= 0) g["bos_token_id"] = cfg.bos_token_id;
+  else if (special && special->bos_id) g["bos_token_id"] = *special->bos_id;
+  if (cfg.eos_token_ids.size() == 1) g["eos_token_id"] = cfg.eos_token_ids[0];
+  else if (!cfg.eos_token_ids.empty()) g["eos_token_id"] = cfg.eos_token_ids;
+  else if (special && special->eos_id) g["eos_token_id"] = *special->eos_id;
+  if (cfg.pad_token_id >= 0) g["pad_token_id"] = cfg.pad_token_id;
+  else if (special && special->pad_id) g["pad_token_id"] = *special->pad_id;
+  return g.dump(2) + "\n";
+}
+
 std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
-                            int keep) {
+                            const SaveCheckpointOptions& opts) {
+  LATHE_CHECK_ARG(opts.keep >= 1, "[save_checkpoint] keep must be >= 1, got ", opts.keep);
   const fs::path root = fs::path(run_dir) / "checkpoints";
-  fs::create_directories(root);
   const fs::path final_dir = root / step_name(st.step);
   const fs::path tmp = root / (".tmp." + step_name(st.step) + "." + std::to_string(::getpid()));
-  fs::remove_all(tmp);
   try {
+    fs::create_directories(root);
+    fs::remove_all(tmp);
     model.save(tmp.string());
     std::vector<std::pair<std::string, Tensor>> moments;
     const auto& params = opt.params();
@@ -55,14 +170,29 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
       moments.push_back({"exp_avg_sq." + params[i].name, opt.exp_avg_sq()[i]});
     }
     save_safetensors((tmp / "optimizer.safetensors").string(), moments);
+    // A complete Hugging Face folder: the tokenizer and generation_config.json beside the weights.
+    for (const fs::path& src : tokenizer_files(opts.tokenizer))
+      write_file_atomic((tmp / src.filename()).string(), read_small_file(src));
+    if (!opts.generation_config.empty() && !fs::exists(tmp / "generation_config.json"))
+      write_file_atomic((tmp / "generation_config.json").string(), opts.generation_config);
+    json files = json::object();
+    std::vector<fs::path> names;
+    for (const auto& e : fs::directory_iterator(tmp)) names.push_back(e.path());
+    std::sort(names.begin(), names.end());
+    for (const fs::path& p : names) files[p.filename().string()] = digest_json(digest_file(p.string()));
     const json state = {{"step", st.step},
                         {"data_cursor", st.data_cursor},
                         {"seed", st.seed},
                         {"world_size", st.world_size},
                         {"optimizer_steps", opt.steps_done()},
-                        {"recipe_hash", st.recipe_hash}};
-    write_file_atomic((tmp / "state.json").string(), state.dump(2) + "\n");
-    write_file_atomic((tmp / "DONE").string(), "");
+                        {"recipe_hash", st.recipe_hash},
+                        {"run_id", st.run_id},
+                        {"files", files}};
+    const std::string state_text = state.dump(2) + "\n";
+    write_file_atomic((tmp / "state.json").string(), state_text);
+    // DONE covers state.json, which covers every other file.
+    const json done = {{"state.json", digest_json(digest_bytes(state_text.data(), state_text.size()))}};
+    write_file_atomic((tmp / "DONE").string(), done.dump() + "\n");
     fsync_path(tmp.string());
     if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-run of the same step replaces it
     fs::rename(tmp, final_dir);
@@ -76,55 +206,125 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
     fs::remove_all(tmp, ec);  // a full disk leaves no partial folder behind; older checkpoints are intact
     throw;
   }
-  // Prune: keep the newest `keep` complete checkpoints; also drop stale temporaries of dead processes.
-  // The initial weights (step 0, checkpoint.save_initial) are a reference point and never pruned.
-  auto done = complete_checkpoints(root);
-  std::erase_if(done, [](const fs::path& p) { return p.filename() == step_name(0); });
-  for (size_t i = 0; i + keep < done.size(); ++i) fs::remove_all(done[i]);
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(".tmp.", 0) == 0) {
-      std::error_code ec;
-      fs::remove_all(e.path(), ec);
-    }
+  try {
+    prune(root, st, opts.keep);
+  } catch (const fs::filesystem_error& e) {
+    throw IoError(str_cat("checkpoint ", final_dir.string(), " written, but pruning older ones failed: ", e.what()));
   }
   return final_dir.string();
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& run_dir) {
-  auto done = complete_checkpoints(fs::path(run_dir) / "checkpoints");
-  for (auto it = done.rbegin(); it != done.rend(); ++it) {
+CheckpointCheck verify_checkpoint(const std::string& dir_str) {
+  const fs::path dir = dir_str;
+  CheckpointCheck c;
+  c.dir = dir_str;
+  const auto fail = [&](const std::string& name, const std::string& why) {
+    c.files.push_back({name, false, why});
+    if (c.problem.empty()) c.problem = name + ": " + why;
+  };
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fail(dir.filename().string(), "not a folder");
+    return c;
+  }
+  // DONE: written last; it records state.json's digest (empty in checkpoints of older lathe).
+  json done;
+  if (!fs::is_regular_file(dir / "DONE", ec)) {
+    fail("DONE", "missing: the checkpoint is incomplete (its write was interrupted, or the file was removed)");
+  } else {
+    std::string text;
     try {
-      std::ifstream in(*it / "state.json");
-      const json st = json::parse(in);
-      if (st.contains("step") && fs::exists(*it / "model.safetensors") && fs::exists(*it / "optimizer.safetensors"))
-        return it->string();
-    } catch (const std::exception&) {
-      // unreadable: fall back to the previous one
+      text = read_small_file(dir / "DONE");
+    } catch (const IoError& e) {
+      fail("DONE", e.what());
+    }
+    if (text.find_first_not_of(" \n") != std::string::npos) {
+      done = json::parse(text, nullptr, false);
+      if (done.is_discarded() || !done.is_object() || !done.contains("state.json")) {
+        fail("DONE", "not the JSON lathe writes (damaged)");
+        done = json();
+      } else {
+        c.files.push_back({"DONE", true, ""});
+      }
+    } else if (c.problem.empty()) {
+      c.files.push_back({"DONE", true, "empty (an older lathe): state.json is not checksummed"});
     }
   }
-  return std::nullopt;
+  // state.json: its digest, then its content.
+  json st;
+  if (!fs::exists(dir / "state.json", ec)) {
+    fail("state.json", "missing");
+  } else {
+    const std::string bad = done.is_object() ? check_digest(dir / "state.json", done["state.json"]) : "";
+    if (!bad.empty()) {
+      fail("state.json", bad);
+    } else {
+      try {
+        st = read_state_json(dir);
+        int64_t opt_steps = 0;
+        const TrainState s = parse_state(st, dir, &opt_steps);
+        if (dir.filename().string().rfind("step_", 0) == 0 && dir.filename() != step_name(s.step))
+          throw FormatError(str_cat("records step ", s.step, ", but the folder is ", dir.filename().string()));
+        c.files.push_back({"state.json", true, ""});
+      } catch (const Error& e) {
+        fail("state.json", e.what());
+        st = json();
+      }
+    }
+  }
+  if (!st.is_object()) {
+    for (const char* name : kRequiredFiles)
+      if (!fs::exists(dir / name, ec)) fail(name, "missing");
+    return c;
+  }
+  // Every file state.json lists (older checkpoints list none: their safetensors headers are checked).
+  const json files = st.value("files", json::object());
+  if (!files.is_object()) fail("state.json", "\"files\" is not an object");
+  for (const char* name : kRequiredFiles)
+    if (files.is_object() && !files.empty() && !files.contains(name)) fail(name, "not listed in state.json");
+  if (files.is_object() && !files.empty()) {
+    for (const auto& [name, want] : files.items()) {
+      const std::string bad = check_digest(dir / name, want);
+      if (bad.empty()) c.files.push_back({name, true, ""});
+      else fail(name, bad);
+    }
+    return c;
+  }
+  for (const char* name : kRequiredFiles) {
+    if (!fs::is_regular_file(dir / name, ec)) {
+      fail(name, "missing");
+      continue;
+    }
+    try {
+      if (std::string(name).ends_with(".safetensors")) SafetensorsFile::open((dir / name).string());
+      c.files.push_back({name, true, "no checksum recorded (an older lathe)"});
+    } catch (const Error& e) {
+      fail(name, e.what());
+    }
+  }
+  return c;
 }
 
+ResumePoint find_resume_checkpoint(const std::string& run_dir) {
+  ResumePoint r;
+  const auto folders = checkpoint_folders(fs::path(run_dir) / "checkpoints");
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    const CheckpointCheck c = verify_checkpoint(it->string());
+    if (c.ok()) {
+      r.dir = it->string();
+      break;
+    }
+    r.skipped.push_back(it->string() + ": " + c.problem);
+  }
+  return r;
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& run_dir) { return find_resume_checkpoint(run_dir).dir; }
+
 TrainState load_checkpoint_state(const std::string& dir, AdamW& opt) {
-  json st;
-  try {
-    std::ifstream in(fs::path(dir) / "state.json");
-    st = json::parse(in);
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(dir, "/state.json: ", e.what()));
-  }
-  TrainState s;
-  try {
-    s.step = st.at("step").get<int64_t>();
-    s.data_cursor = st.at("data_cursor").get<int64_t>();
-    s.seed = st.at("seed").get<uint64_t>();
-    s.world_size = st.at("world_size").get<int>();
-    s.recipe_hash = st.at("recipe_hash").get<std::string>();
-    opt.set_steps_done(st.at("optimizer_steps").get<int64_t>());
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(dir, "/state.json: ", e.what()));
-  }
+  int64_t opt_steps = 0;
+  TrainState s = parse_state(read_state_json(dir), dir, &opt_steps);
+  opt.set_steps_done(opt_steps);
   const SafetensorsFile f = SafetensorsFile::open((fs::path(dir) / "optimizer.safetensors").string());
   const auto& params = opt.params();
   for (size_t i = 0; i < params.size(); ++i) {

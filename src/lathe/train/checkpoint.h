@@ -1,19 +1,25 @@
 // Training checkpoints (specs/pretrain.md §2.9): one folder per step under <run>/checkpoints/,
 //   step_00000100/
 //     config.json, model.safetensors   the weights as a Hugging Face folder (f32 master weights), loadable
-//                                      by `lathe generate` / `lathe verify` and by transformers
+//     generation_config.json           by `lathe generate` / `lathe verify` and by transformers, with the
+//     tokenizer.json, ...              tokenizer the data was prepared with (tokenizer_config.json and
+//                                      special_tokens_map.json too, when present)
 //     optimizer.safetensors            AdamW moments: exp_avg.<param>, exp_avg_sq.<param>
-//     state.json                       step, data cursor, seed, optimizer step count, recipe hash, world size
-//     DONE                             written last: a folder without it is incomplete and ignored
+//     state.json                       step, data cursor, seed, optimizer step count, recipe hash, world
+//                                      size, run id, and the size and XXH3-128 digest of every other file
+//     DONE                             written last, holds state.json's digest: a folder without it is
+//                                      incomplete
 // The folder is written under a temporary name, every file fsynced, then renamed into place and the
 // parent fsynced: a crash (even SIGKILL mid-write) leaves the previous checkpoints intact. Only the
-// newest `keep` complete checkpoints are kept (plus step 0, the initial weights, when it was saved).
+// newest `keep` checkpoints of the current run (its run id) are kept, plus step 0, the initial weights,
+// when it was saved; checkpoints of other runs are never deleted.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lathe/models/model.h"
 #include "lathe/train/adamw.h"
@@ -26,17 +32,53 @@ struct TrainState {
   uint64_t seed = 0;
   int world_size = 1;
   std::string recipe_hash;  // of the resolved recipe minus run-length keys: a resume with another recipe warns
+  std::string run_id;       // random at a fresh start, kept by --resume ("" in checkpoints of older lathe)
 };
 
-// Writes <run_dir>/checkpoints/step_<step>/ and prunes older ones beyond `keep`. Returns its path.
-std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
-                            int keep);
+struct SaveCheckpointOptions {
+  int keep = 2;                   // checkpoints of this run kept (step 0 aside)
+  std::string tokenizer;          // tokenizer.json or its folder, copied into the checkpoint ("": none)
+  std::string generation_config;  // generation_config.json text, unless the model already writes one
+};
 
-// The newest complete checkpoint folder of a run (DONE present and state.json readable), if any.
+// Writes <run_dir>/checkpoints/step_<step>/ and prunes this run's older ones beyond `keep`. Returns its path.
+std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
+                            const SaveCheckpointOptions& opts);
+
+// The result of checking one checkpoint folder against the digests it records.
+struct CheckpointCheck {
+  struct File {
+    std::string name;
+    bool ok = false;
+    std::string detail;  // why it failed ("missing", "size 10, recorded 20 (truncated)", ...) or a note
+  };
+  std::string dir;
+  std::vector<File> files;
+  std::string problem;  // the first failure in a few words ("" when intact)
+  bool ok() const { return problem.empty(); }
+};
+
+// Checks DONE, state.json (against the digest in DONE) and every file state.json lists (size and XXH3),
+// and that the weights, optimizer state and config are there. A checkpoint of an older lathe (no digests)
+// has its safetensors headers and sizes checked instead. Never throws for a damaged folder.
+CheckpointCheck verify_checkpoint(const std::string& dir);
+
+// The newest intact checkpoint of a run, and the newer ones skipped, each "<dir>: <why>".
+struct ResumePoint {
+  std::optional<std::string> dir;
+  std::vector<std::string> skipped;
+};
+ResumePoint find_resume_checkpoint(const std::string& run_dir);
+
+// find_resume_checkpoint(run_dir).dir.
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 
 // Restores the optimizer moments (of the elements `opt` owns: all, or a ZeRO-1 rank's range) and the
 // state; the weights are loaded by Model::load(dir, writable).
 TrainState load_checkpoint_state(const std::string& dir, AdamW& opt);
+
+// generation_config.json for a model trained from scratch: bos / eos / pad from the model's config, else
+// from the tokenizer's special tokens (`tokenizer`: a tokenizer.json or its folder, "" for none).
+std::string generation_config_json(const ModelConfig& cfg, const std::string& tokenizer);
 
 }  // namespace lathe::train

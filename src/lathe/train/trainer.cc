@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -14,12 +14,14 @@
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
 #include "lathe/dist/communicator.h"
+#include "lathe/io/append_file.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/models/model.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/data_loader.h"
 #include "lathe/train/grad_bucketer.h"
+#include "lathe/train/metrics_file.h"
 #include "lathe/train/zero.h"
 
 namespace lathe::train {
@@ -33,6 +35,8 @@ std::atomic<bool> Trainer::stop_requested_{false};
 void Trainer::request_stop() { stop_requested_.store(true, std::memory_order_relaxed); }
 
 Trainer::Trainer(TrainConfig cfg, TrainerHooks hooks) : cfg_(std::move(cfg)), hooks_(std::move(hooks)) {}
+
+Trainer::~Trainer() = default;
 
 double Trainer::flops_per_token(const ModelConfig& cfg, int64_t n_matmul, int64_t T) {
   double attn = 0;
@@ -145,9 +149,36 @@ std::string fmt(const char* f, double x) {
   return buf;
 }
 
+// Runs `fn` on rank 0 only; every rank learns whether it threw, so all of them stop together (rank 0 with
+// its own error, the others with a pointer to it) instead of the others waiting in a collective.
+void on_lead(dist::Communicator& comm, const std::string& what, const std::function<void()>& fn) {
+  std::exception_ptr error;
+  if (comm.rank() == 0) {
+    try {
+      fn();
+    } catch (const std::filesystem::filesystem_error& e) {
+      error = std::make_exception_ptr(IoError(str_cat(what, ": ", e.what())));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  double failed = error ? 1 : 0;
+  comm.all_reduce_sum(&failed, 1);
+  if (error) std::rethrow_exception(error);
+  if (failed > 0) throw IoError(str_cat(what, ": failed on rank 0 (see its error)"));
+}
+
+// "a, b, c and 4 more" for messages.
+std::string first_few(const std::vector<std::string>& items, size_t n = 3) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < n; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > n) out += str_cat(" and ", items.size() - n, " more");
+  return out;
+}
+
 }  // namespace
 
-TrainResult Trainer::run(bool resume) {
+TrainResult Trainer::run(StartMode mode) {
   stop_requested_.store(false);
   // Data parallelism: under mpirun every rank runs this loop on its share of each global batch; the
   // gradients are averaged across ranks before the (replicated, identical) optimizer step.
@@ -165,12 +196,35 @@ TrainResult Trainer::run(bool resume) {
   Context ctx(threads);  // declared first: everything below is freed while it is still alive
   ContextScope scope(ctx);
   const ThreadPool& pool = ctx.pool;
-  if (lead) fs::create_directories(cfg_.run_dir);
   const std::string hash = trajectory_hash(cfg_.resolved);
 
-  // --- model and optimizer (from the newest checkpoint when resuming) -------------------------------
+  // --- the run folder: locked for this run (only rank 0 writes it), never silently reused ------------
+  on_lead(comm, "run folder " + cfg_.run_dir, [&] {
+    fs::create_directories(cfg_.run_dir);
+    lock_.reset();  // a second run() of this trainer: flock conflicts with this process's own earlier lock
+    lock_ = std::make_unique<RunLock>(RunLock::acquire(cfg_.run_dir));
+    const std::vector<std::string> earlier = earlier_run_contents(cfg_.run_dir);
+    if (mode == StartMode::kOverwrite) {
+      remove_earlier_run(cfg_.run_dir);
+      if (!earlier.empty()) say("--overwrite: removed the earlier run in " + cfg_.run_dir + " (" + first_few(earlier) + ")");
+    } else if (mode == StartMode::kFresh && !earlier.empty()) {
+      throw InvalidArgument(str_cat("run folder ", cfg_.run_dir, " already holds a run (", first_few(earlier),
+                                    "): pass --resume to continue it, or --overwrite to delete it and start over, "
+                                    "or choose another run.dir"));
+    }
+  });
+
+  // --- model and optimizer (from the newest intact checkpoint when resuming) --------------------------
   std::optional<std::string> ckpt;
-  if (resume) ckpt = latest_checkpoint(cfg_.run_dir);
+  if (mode == StartMode::kResume) {
+    const ResumePoint rp = find_resume_checkpoint(cfg_.run_dir);
+    for (const std::string& s : rp.skipped) say("resume: skipped checkpoint " + s);
+    if (!rp.dir && !rp.skipped.empty())
+      throw IoError(str_cat(cfg_.run_dir, ": no intact checkpoint to resume from (", rp.skipped.size(),
+                            " damaged; the newest: ", rp.skipped.front(), "); `lathe checkpoint verify ", cfg_.run_dir,
+                            "` checks every file; --overwrite starts the run over"));
+    ckpt = rp.dir;
+  }
   std::unique_ptr<Model> model_owner;
   if (ckpt) {
     model_owner = Model::load(*ckpt, {.force_f32 = true, .writable = true});
@@ -200,9 +254,12 @@ TrainResult Trainer::run(bool resume) {
       say("warning: the recipe differs from the one that wrote " + *ckpt + " (resuming anyway)");
     state.recipe_hash = hash;  // later checkpoints record the recipe they continue with
     say("resumed from " + *ckpt + " at step " + std::to_string(state.step));
-  } else if (resume) {
+  } else if (mode == StartMode::kResume) {
     say("no checkpoint in " + cfg_.run_dir + ": starting from step 0");
   }
+  // Pruning deletes only checkpoints with this id: a resumed run keeps its id (older checkpoints have none).
+  if (state.run_id.empty()) state.run_id = new_run_id();
+  const int64_t start_step = state.step;
   const bool bf16 = cfg_.precision == "bf16";  // the optimizer keeps the f32 masters either way
   if (bf16) {
     model.set_bf16_compute(true);
@@ -215,11 +272,22 @@ TrainResult Trainer::run(bool resume) {
 
   // --- data --------------------------------------------------------------------------------------------
   const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
+  const json manifest = read_manifest(cfg_.train_data);  // null without `lathe data prepare`'s manifest
+  // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json.
+  SaveCheckpointOptions ckpt_opts{.keep = cfg_.keep_checkpoints};
+  if (lead) {
+    if (manifest.is_object() && manifest.contains("tokenizer") && manifest["tokenizer"].is_string()) {
+      ckpt_opts.tokenizer = manifest["tokenizer"].get<std::string>();
+      LATHE_CHECK_ARG(!ckpt_opts.tokenizer.empty() && fs::exists(ckpt_opts.tokenizer), "the manifest of ",
+                      cfg_.train_data, " names the tokenizer '", ckpt_opts.tokenizer,
+                      "', which does not exist: checkpoints could not carry it and the samples could not be decoded");
+    }
+    ckpt_opts.generation_config = generation_config_json(model.config(), ckpt_opts.tokenizer);
+  }
   int32_t delimiter = -1;  // document masking needs the token that opens each document
   if (cfg_.document_masking) {
     delimiter = cfg_.delimiter_id;
     if (delimiter < 0) {
-      const json manifest = read_manifest(cfg_.train_data);
       LATHE_CHECK_ARG(manifest.is_object() && manifest.contains("delimiter_id"), cfg_.train_data,
                       ": data.document_masking needs the document delimiter: no manifest from `lathe data prepare`"
                       " next to the shards; set data.delimiter_id");
@@ -242,42 +310,55 @@ TrainResult Trainer::run(bool resume) {
                                                          .delimiter_id = delimiter});
 
   // --- run folder: resolved recipe, metrics (truncated to the resumed step) -----------------------------
-  std::ofstream metrics;  // rank 0 only
-  if (lead) {
+  AppendFile metrics;        // rank 0 only; every append is checked
+  std::string metrics_error;  // rank 0: the first failed metrics write ("<path>: write failed: <errno text>")
+  on_lead(comm, "run folder " + cfg_.run_dir, [&] {
     write_file_atomic((fs::path(cfg_.run_dir) / "recipe.yaml").string(), json_to_yaml(cfg_.resolved));
     write_file_atomic((fs::path(cfg_.run_dir) / "recipe.json").string(), cfg_.resolved.dump(2) + "\n");  // for scripts
     const fs::path metrics_path = fs::path(cfg_.run_dir) / "metrics.jsonl";
-    {
+    std::error_code ec;
+    if (fs::is_regular_file(metrics_path, ec) && fs::file_size(metrics_path, ec) > 0) {  // a resume
       std::string kept;
-      if (state.step > 0 && fs::exists(metrics_path)) {
-        std::ifstream in(metrics_path);
-        std::string line;
-        while (std::getline(in, line)) {
-          try {
-            const json j = json::parse(line);
-            if (j.value("step", int64_t{0}) <= state.step) kept += line + "\n";
-          } catch (const json::exception&) {
-            break;  // a torn last line from a killed run
-          }
+      if (state.step > 0) {
+        MetricsRead m = read_metrics(metrics_path.string());
+        for (const MetricsLine& l : m.lines) {
+          if (l.step.value_or(0) > state.step) continue;  // logged after the checkpoint: trained again
+          const size_t n_bad = m.problems.size();          // a loss that is not a number is dropped too
+          for (const char* key : {"loss", "val_loss"}) metrics_number(l, key, metrics_path.string(), &m.problems);
+          if (m.problems.size() == n_bad) kept += l.text + "\n";
         }
+        for (const std::string& p : m.problems) say("warning: " + p);
       }
       write_file_atomic(metrics_path.string(), kept);
     }
-    metrics.open(metrics_path, std::ios::app);
-  }
-  if (lead && state.step == 0)
-    metrics << json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", n_matmul},
-                      {"flops_per_token", flops_tok}, {"peak_gflops", peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
-                     .dump()
-              << "\n"
-              << std::flush;
+    metrics = AppendFile::open(metrics_path.string());
+  });
+  const auto log_metrics = [&](const std::string& line) {
+    if (!lead || !metrics_error.empty()) return;
+    try {
+      metrics.append(line + "\n");
+    } catch (const IoError& e) {
+      metrics_error = e.what();
+    }
+  };
+  // Every rank learns whether rank 0's metrics writes failed, so all of them stop at the same step.
+  const auto metrics_failed = [&] {
+    double f = metrics_error.empty() ? 0 : 1;
+    comm.all_reduce_sum(&f, 1);
+    return f > 0;
+  };
+  if (state.step == 0)
+    log_metrics(json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", n_matmul},
+                     {"flops_per_token", flops_tok}, {"peak_gflops", peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
+                    .dump());
 
   const int64_t B = cfg_.batch_size, T = cfg_.seq_len;
   const auto evaluate = [&](int64_t step) -> double {
     if (!val) return -1;
+    const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, val->samples_per_epoch() / B));
+    if (n <= 0) return -1;  // no eval batches: nothing to average (0 / 0 would log a NaN)
     NoGradGuard no_grad;
     double sum = 0;
-    const int64_t n = std::min<int64_t>(cfg_.eval_batches, std::max<int64_t>(1, val->samples_per_epoch() / B));
     for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
       const Batch b = val->batch_at((i * B) % val->samples_per_epoch(), B);
       const DocumentLayout docs = document_layout(b);
@@ -287,7 +368,7 @@ TrainResult Trainer::run(bool resume) {
     }
     comm.all_reduce_sum(&sum, 1);
     const double v = sum / static_cast<double>(n);
-    if (lead) metrics << json{{"step", step}, {"val_loss", v}}.dump() << "\n" << std::flush;
+    log_metrics(json{{"step", step}, {"val_loss", v}}.dump());  // a NaN is written as null (readers skip it)
     if (hooks_.on_eval && lead) hooks_.on_eval({step, v});
     return v;
   };
@@ -299,8 +380,15 @@ TrainResult Trainer::run(bool resume) {
     std::string dir, error;
     const std::optional<AdamW> whole = zero ? zero_gather_state(opt, comm) : std::nullopt;  // every rank takes part
     if (lead) {
+      if (metrics_error.empty()) {  // the metrics up to this checkpoint are durable with it
+        try {
+          metrics.sync();
+        } catch (const IoError& e) {
+          metrics_error = e.what();
+        }
+      }
       try {
-        dir = save_checkpoint(cfg_.run_dir, model, whole ? *whole : opt, state, cfg_.keep_checkpoints);
+        dir = save_checkpoint(cfg_.run_dir, model, whole ? *whole : opt, state, ckpt_opts);
       } catch (const Error& e) {
         error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
       }
@@ -311,6 +399,21 @@ TrainResult Trainer::run(bool resume) {
     say("checkpoint " + dir);
     return dir;
   };
+  // A failed metrics write ends the run: after a last checkpoint (when a step was trained since the
+  // start), so the run can be resumed once the disk has room; the error names the file and errno text.
+  const auto metrics_stop = [&](int64_t step) {
+    std::string note = "no step trained since the start: no checkpoint written";
+    if (step > start_step) {
+      try {
+        note = "checkpoint " + checkpoint(step) + " written; --resume continues from it";
+      } catch (const IoError& e) {
+        note = e.what();
+      }
+    }
+    return IoError(str_cat(metrics_error.empty() ? "metrics write failed on rank 0" : metrics_error,
+                           "; training stopped at step ", step, " (", note, ")"));
+  };
+  if (metrics_failed()) throw metrics_stop(state.step);
 
   TrainResult result;
   std::vector<float> grad_buffer;
@@ -369,19 +472,20 @@ TrainResult Trainer::run(bool resume) {
     r.tokens_per_s = static_cast<double>(B * T * cfg_.grad_accum) / dt;
     r.mfu = r.tokens_per_s * flops_tok / (peak_gflops * 1e9);
     r.elapsed_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-    if (lead && (step % cfg_.log_every == 0 || step == cfg_.steps)) {
+    if (step % cfg_.log_every == 0 || step == cfg_.steps) {
       // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.
-      metrics << "{\"step\":" << step << ",\"loss\":" << fmt("%.9g", loss) << ",\"lr\":" << fmt("%.9g", lr)
-                << ",\"grad_norm\":" << fmt("%.6g", gnorm) << ",\"tokens_per_s\":" << fmt("%.1f", r.tokens_per_s)
-                << ",\"mfu\":" << fmt("%.4f", r.mfu) << ",\"elapsed_s\":" << fmt("%.2f", r.elapsed_s) << "}\n"
-                << std::flush;
+      log_metrics(str_cat("{\"step\":", step, ",\"loss\":", fmt("%.9g", loss), ",\"lr\":", fmt("%.9g", lr),
+                          ",\"grad_norm\":", fmt("%.6g", gnorm), ",\"tokens_per_s\":", fmt("%.1f", r.tokens_per_s),
+                          ",\"mfu\":", fmt("%.4f", r.mfu), ",\"elapsed_s\":", fmt("%.2f", r.elapsed_s), "}"));
     }
     if (hooks_.on_step && lead) hooks_.on_step(r);
     if (cfg_.eval_every > 0 && step % cfg_.eval_every == 0 && step < cfg_.steps) evaluate(step);
-    // Every rank stops at the same step (a signal reaches the ranks at different moments).
-    double stop = stop_requested_.load(std::memory_order_relaxed) ? 1 : 0;
-    comm.all_reduce_sum(&stop, 1);
-    if (stop > 0) {
+    // Every rank stops at the same step (a signal reaches the ranks at different moments; a metrics
+    // write fails on rank 0 only).
+    double stop[2] = {stop_requested_.load(std::memory_order_relaxed) ? 1.0 : 0.0, metrics_error.empty() ? 0.0 : 1.0};
+    comm.all_reduce_sum(stop, 2);
+    if (stop[1] > 0) throw metrics_stop(step);
+    if (stop[0] > 0) {
       result.last_checkpoint = checkpoint(step);
       result.stopped_early = true;
       break;
@@ -393,7 +497,11 @@ TrainResult Trainer::run(bool resume) {
   result.final_loss = loss;
   if (!result.stopped_early) {
     result.final_val_loss = evaluate(step);
+    if (metrics_failed()) throw metrics_stop(step);
     result.last_checkpoint = checkpoint(step);
+    if (metrics_failed())  // the metrics could not be synced with the checkpoint
+      throw IoError(str_cat(metrics_error.empty() ? "metrics write failed on rank 0" : metrics_error,
+                            "; training finished at step ", step, " (checkpoint ", result.last_checkpoint, " written)"));
   }
   return result;
 }

@@ -3,17 +3,21 @@
 //   per step:  for each micro-batch: loss = CE(model(inputs), targets); backward(loss / accum)
 //              g_norm = ||g||;  clip = min(1, grad_clip / g_norm);  AdamW(lr(step), clip);  zero grads
 // Metrics go to <run>/metrics.jsonl (one JSON object per line: train steps and evals); the resolved
-// recipe to <run>/recipe.yaml. A run resumed from a checkpoint reproduces the uninterrupted run's losses
+// recipe to <run>/recipe.yaml. The run folder belongs to one run (train/run_folder.h): it is locked while
+// the trainer lives, and a fresh start refuses a folder that holds an earlier run. A run resumed from a checkpoint reproduces the uninterrupted run's losses
 // bit for bit (same thread count): every piece of state is in the checkpoint and every kernel is
 // deterministic for a given thread count.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "lathe/models/config.h"
 #include "lathe/train/recipe.h"
+#include "lathe/train/run_folder.h"
 
 namespace lathe::train {
 
@@ -42,13 +46,23 @@ struct TrainResult {
   std::string last_checkpoint;
 };
 
+// How run() treats the run folder.
+enum class StartMode : uint8_t {
+  kFresh,      // refuse a folder that holds an earlier run (checkpoints or metrics)
+  kResume,     // continue from the newest intact checkpoint (step 0 when the folder has none)
+  kOverwrite,  // delete the earlier run's files first (train/run_folder.h remove_earlier_run)
+};
+
 class Trainer {
  public:
   explicit Trainer(TrainConfig cfg, TrainerHooks hooks = {});
+  ~Trainer();
 
-  // Trains to cfg.steps. With resume, continues from the newest complete checkpoint of the run folder
-  // (starting fresh when there is none).
-  TrainResult run(bool resume);
+  // Trains to cfg.steps. The run folder stays locked (RunLock) until the trainer is destroyed, so a
+  // caller can draw the loss curve and sample from the last checkpoint before another run may start.
+  // kResume skips damaged checkpoints (saying which and why) and throws IoError when every one is.
+  // A failed metrics write stops training after a last checkpoint and throws IoError naming the file.
+  TrainResult run(StartMode mode);
 
   // Asks the loop to stop after the current step and write a checkpoint (async-signal-safe).
   static void request_stop();
@@ -59,6 +73,7 @@ class Trainer {
  private:
   TrainConfig cfg_;
   TrainerHooks hooks_;
+  std::unique_ptr<RunLock> lock_;  // rank 0: held from run() until destruction
   static std::atomic<bool> stop_requested_;
 };
 

@@ -55,7 +55,7 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
   const std::string dir = testing::scratch_dir("trainer_resume");
   write_data(dir);
   TrainConfig full = parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/full"});
-  const TrainResult a = Trainer(full).run(false);
+  const TrainResult a = Trainer(full).run(StartMode::kFresh);
   EXPECT_EQ(a.steps_done, 10);
   const auto full_losses = loss_lines(dir + "/full");
   ASSERT_EQ(full_losses.size(), 10u);
@@ -71,13 +71,13 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
   stop_at_5.on_step = [](const StepReport& r) {
     if (r.step == 5) Trainer::request_stop();
   };
-  const TrainResult b = Trainer(part, stop_at_5).run(false);
+  const TrainResult b = Trainer(part, stop_at_5).run(StartMode::kFresh);
   EXPECT_TRUE(b.stopped_early);
   EXPECT_EQ(b.steps_done, 5);
   // A half-written later checkpoint (no DONE marker) must be ignored by the resume.
   fs::create_directories(dir + "/part/checkpoints/step_00000007");
   std::ofstream(dir + "/part/checkpoints/step_00000007/state.json") << "{\"step\": 7";
-  const TrainResult c = Trainer(part).run(true);
+  const TrainResult c = Trainer(part).run(StartMode::kResume);
   EXPECT_EQ(c.steps_done, 10);
   EXPECT_EQ(loss_lines(dir + "/part"), full_losses);
 }
@@ -88,10 +88,10 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
 TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
   const std::string dir = testing::scratch_dir("trainer_bf16");
   write_data(dir);
-  Trainer(parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/f32"})).run(false);
+  Trainer(parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/f32"})).run(StartMode::kFresh);
   TrainConfig full = parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/full", "run.precision=bf16"});
   EXPECT_EQ(full.resolved["run"]["precision"], "bf16");
-  const TrainResult a = Trainer(full).run(false);
+  const TrainResult a = Trainer(full).run(StartMode::kFresh);
   EXPECT_LT(a.final_val_loss, std::log(64.0) - 1.0) << "did not learn";
   const auto full_losses = loss_lines(dir + "/full");
   ASSERT_EQ(full_losses.size(), 10u);
@@ -106,14 +106,14 @@ TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
   stop_at_5.on_step = [](const StepReport& r) {
     if (r.step == 5) Trainer::request_stop();
   };
-  EXPECT_TRUE(Trainer(part, stop_at_5).run(false).stopped_early);
-  EXPECT_EQ(Trainer(part).run(true).steps_done, 10);
+  EXPECT_TRUE(Trainer(part, stop_at_5).run(StartMode::kFresh).stopped_early);
+  EXPECT_EQ(Trainer(part).run(StartMode::kResume).steps_done, 10);
   EXPECT_EQ(loss_lines(dir + "/part"), full_losses);
 
   // Layer recompute reads the same bf16 copies: the same losses bit for bit.
   Trainer(parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/recompute", "run.precision=bf16",
                                          "run.recompute_layers=true"}))
-      .run(false);
+      .run(StartMode::kFresh);
   EXPECT_EQ(loss_lines(dir + "/recompute"), full_losses);
 
   // Checkpoints hold the f32 masters.
@@ -127,7 +127,7 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   const std::string dir = testing::scratch_dir("trainer_full_disk");
   write_data(dir);
   TrainConfig cfg = parse_recipe(recipe(dir, 3), {"run.dir=" + dir + "/run"});
-  Trainer(cfg).run(false);
+  Trainer(cfg).run(StartMode::kFresh);
   const auto before = latest_checkpoint(dir + "/run");
   ASSERT_TRUE(before.has_value());
   // A file-size limit below the model's size makes every large write fail, as a full disk does.
@@ -141,7 +141,7 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   struct rlimit small = old;
   small.rlim_cur = 4096;
   setrlimit(RLIMIT_FSIZE, &small);
-  EXPECT_THROW(save_checkpoint(dir + "/run", *model, opt, {.step = 4}, 2), IoError);
+  EXPECT_THROW(save_checkpoint(dir + "/run", *model, opt, {.step = 4}, {.keep = 2}), IoError);
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_EQ(latest_checkpoint(dir + "/run"), before);
@@ -154,14 +154,14 @@ TEST(Trainer, DocumentMaskingChangesWhatTheModelSees) {
   const std::string dir = testing::scratch_dir("trainer_docs");
   write_data(dir);
   // Token 5 opens a "document" in the toy stream; no manifest here, so the delimiter is given.
-  const TrainResult plain = Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/plain"})).run(false);
+  const TrainResult plain = Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/plain"})).run(StartMode::kFresh);
   const TrainResult masked = Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/masked",
                                                                   "data.document_masking=true", "data.delimiter_id=5"}))
-                                 .run(false);
+                                 .run(StartMode::kFresh);
   EXPECT_TRUE(std::isfinite(masked.final_loss));
   EXPECT_NE(plain.final_loss, masked.final_loss);
   // Without a manifest and without data.delimiter_id the run explains what is missing.
-  EXPECT_THROW(Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/x", "data.document_masking=true"})).run(false),
+  EXPECT_THROW(Trainer(parse_recipe(recipe(dir, 4), {"run.dir=" + dir + "/x", "data.document_masking=true"})).run(StartMode::kFresh),
                InvalidArgument);
 }
 
