@@ -47,8 +47,24 @@ nlohmann::json manifest_of(const std::string& train_data) {
 
 }  // namespace
 
+const CommandSpec& pretrain_spec() {
+  static const CommandSpec spec{
+      .name = "pretrain",
+      .usage = "RECIPE.yaml [key=value ...] [options]",
+      .brief = "pre-train as the recipe says (progress, checkpoints, samples)",
+      .summary = "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
+                 "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2. SIGINT / SIGTERM stop after the current\n"
+                 "step and write a checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg,\n"
+                 "checkpoints/step_N/}.\n",
+      .options = {
+          {"--resume", "", "continue from the newest complete checkpoint in run.dir (fresh start if none)"},
+          {"--no-samples", "", "skip the generated samples at the end"},
+      }};
+  return spec;
+}
+
 int cmd_pretrain(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--resume", "--no-samples"});
+  const Args a = Args::parse(argc, argv, 2, pretrain_spec());
   std::vector<std::string> overrides;
   std::string recipe;
   for (const auto& p : a.positional) {
@@ -56,19 +72,10 @@ int cmd_pretrain(int argc, char** argv) {
     else if (recipe.empty()) recipe = p;
     else throw InvalidArgument(str_cat("pretrain: more than one recipe given ('", recipe, "' and '", p, "')"));
   }
-  if (a.has("--help") || recipe.empty()) {
-    std::fputs(
-        "usage: lathe pretrain RECIPE.yaml [key=value ...] [--resume] [--no-samples]\n"
-        "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
-        "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2.\n"
-        "  --resume       continue from the newest complete checkpoint in run.dir (fresh start if none)\n"
-        "  --no-samples   skip the generated samples at the end\n"
-        "SIGINT / SIGTERM stop after the current step and write a checkpoint; --resume continues exactly.\n"
-        "Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/}.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  if (a.help() || recipe.empty()) {
+    std::fputs(help_text(pretrain_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--resume", "--no-samples"}, "pretrain");
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
 
   Progress progress(5.0);
@@ -94,7 +101,7 @@ int cmd_pretrain(int argc, char** argv) {
   std::printf("lathe pretrain %s -> %s\n", recipe.c_str(), cfg.run_dir.c_str());
   std::fflush(stdout);
   train::Trainer trainer(cfg, hooks);
-  const train::TrainResult res = trainer.run(a.has("--resume"));
+  const train::TrainResult res = trainer.run(a.flag("--resume"));
   progress.finish();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
@@ -117,7 +124,7 @@ int cmd_pretrain(int argc, char** argv) {
     if (!ok) rc = 3;
   }
 
-  if (!a.has("--no-samples") && !cfg.sample_prompts.empty()) {
+  if (!a.flag("--no-samples") && !cfg.sample_prompts.empty()) {
     const nlohmann::json manifest = manifest_of(cfg.train_data);
     const std::string tok_path = manifest.value("tokenizer", "");
     if (tok_path.empty()) {
