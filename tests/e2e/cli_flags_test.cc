@@ -239,7 +239,8 @@ TEST(CliFlags, ThreadsTheSystemCannotStartFailInsteadOfHanging) {
 }
 
 TEST(CliFlags, BadLatheNumThreadsNamesTheVariable) {
-  const std::string gen = " timeout -k 5 60 " + testing::lathe_bin() + " generate " + model("llama") + " --prompt-ids 1,2";
+  const std::string gen =
+      " timeout -k 5 60 " + testing::lathe_bin() + " generate " + model("llama") + " --prompt-ids 1,2";
   for (const std::string bad : {"abc", "-3", "4x", "99999999999999999999", "100000", " 2"}) {
     auto r = run_shell("LATHE_NUM_THREADS='" + bad + "'" + gen);
     EXPECT_TRUE(is_clean_error(r, "LATHE_NUM_THREADS")) << bad << "\n" << r.second;
@@ -295,8 +296,10 @@ TEST(CliFlags, EachCommandsHelpListsExactlyTheOptionsItsDocsSectionNames) {
   for (const auto& [cmd, documented] : docs) {
     auto r = run_lathe_bounded(cmd + " --help");
     EXPECT_EQ(r.first, 0) << cmd << ": " << r.second;
-    // Only the options block: the summary may mention other commands' options.
-    const std::string help = r.second.substr(r.second.find("options:"));
+    // Only the options block (help_text in tools/lathe/args.h): the summary may mention other options.
+    const size_t block = r.second.find("options:");
+    ASSERT_NE(block, std::string::npos) << "lathe " << cmd << " --help has no options block:\n" << r.second;
+    const std::string help = r.second.substr(block);
     EXPECT_EQ(options_in(help), documented) << "lathe " << cmd << " --help vs docs/cli.md:\n" << r.second;
   }
 }

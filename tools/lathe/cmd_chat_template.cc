@@ -19,8 +19,8 @@ const CommandSpec& chat_template_spec() {
       .name = "chat-template",
       .usage = "TOKENIZER [options] < conversation.json",
       .brief = "render {\"messages\", \"tools\", ...} with the model's chat template",
-      .summary = "Renders {\"messages\": [...], \"tools\": [...], \"enable_thinking\": false, ...} from stdin with the\n"
-                 "chat template of TOKENIZER's tokenizer_config.json (TOKENIZER: a model folder or a\n"
+      .summary = "Renders {\"messages\": [...], \"tools\": [...], \"enable_thinking\": false, ...} from stdin\n"
+                 "with the chat template of TOKENIZER's tokenizer_config.json (TOKENIZER: a model folder or a\n"
                  "tokenizer.json); every key other than messages is passed to the template.\n",
       .options = {
           {"--add-generation-prompt", "", "end with the assistant turn's opening"},

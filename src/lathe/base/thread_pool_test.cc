@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include "lathe/base/error.h"
 
@@ -60,9 +61,11 @@ TEST(ThreadPool, ThreadStartFailureIsAnErrorNotAHang) {
 #ifdef LATHE_UNDER_SANITIZER
   GTEST_SKIP() << "an address-space limit cannot be combined with a sanitizer's shadow memory";
 #endif
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string style = GTEST_FLAG_GET(death_test_style);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-exec: the parent has threads of its own
   EXPECT_EXIT(start_400_threads_under_an_address_space_limit(), ::testing::ExitedWithCode(0),
               "cannot start 400 threads");
+  GTEST_FLAG_SET(death_test_style, style);
 }
 
 }  // namespace
