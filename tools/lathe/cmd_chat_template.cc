@@ -14,18 +14,26 @@ namespace lathe::cli {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
+const CommandSpec& chat_template_spec() {
+  static const CommandSpec spec{
+      .name = "chat-template",
+      .usage = "TOKENIZER [options] < conversation.json",
+      .brief = "render {\"messages\", \"tools\", ...} with the model's chat template",
+      .summary = "Renders {\"messages\": [...], \"tools\": [...], \"enable_thinking\": false, ...} from stdin\n"
+                 "with the chat template of TOKENIZER's tokenizer_config.json (TOKENIZER: a model folder or a\n"
+                 "tokenizer.json); every key other than messages is passed to the template.\n",
+      .options = {
+          {"--add-generation-prompt", "", "end with the assistant turn's opening"},
+      }};
+  return spec;
+}
+
 int cmd_chat_template(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--add-generation-prompt"});
-  if (a.has("--help") || a.positional.size() != 1) {
-    std::fputs(
-        "usage: lathe chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
-        "TOKENIZER is a model folder or a tokenizer.json (tokenizer_config.json is read beside it).\n"
-        "stdin: {\"messages\": [...], \"tools\": [...], \"enable_thinking\": false, ...}; every key other than\n"
-        "messages is passed to the template. Writes the rendered prompt to stdout.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, chat_template_spec());
+  if (a.help() || a.positional.size() != 1) {
+    std::fputs(help_text(chat_template_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--add-generation-prompt"}, "chat-template");
   fs::path p(a.positional[0]);
   const fs::path config_path = fs::is_directory(p) ? p / "tokenizer_config.json" : p.parent_path() / "tokenizer_config.json";
   LATHE_CHECK_ARG(fs::exists(config_path), config_path.string(), ": not found (the chat template lives there)");
@@ -46,7 +54,7 @@ int cmd_chat_template(int argc, char** argv) {
                   "stdin: expected {\"messages\": [...], ...}");
   jinja::ChatRequest req;
   req.messages = input["messages"];
-  req.add_generation_prompt = a.has("--add-generation-prompt");
+  req.add_generation_prompt = a.flag("--add-generation-prompt");
   for (auto it = input.begin(); it != input.end(); ++it)
     if (it.key() != "messages") req.extra[it.key()] = it.value();
   std::cout << jinja::apply_chat_template(config, req);

@@ -16,15 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void usage() {
-  std::fputs(
-      "usage: lathe checkpoint verify DIR\n"
-      "DIR is a checkpoint folder (RUN/checkpoints/step_N) or a run folder (every checkpoint in it).\n"
-      "Checks DONE, state.json and every file state.json lists (size and XXH3-128 checksum); prints OK or\n"
-      "FAIL per file and exits 1 when any checkpoint is damaged or incomplete.\n",
-      stderr);
-}
-
 // The checkpoint folders DIR names: itself, or those of a run folder (temporaries of interrupted writes
 // are not checkpoints and are not listed).
 std::vector<fs::path> checkpoints_of(const fs::path& dir) {
@@ -42,19 +33,31 @@ std::vector<fs::path> checkpoints_of(const fs::path& dir) {
 
 }  // namespace
 
+const CommandSpec& checkpoint_verify_spec() {
+  static const CommandSpec spec{
+      .name = "checkpoint verify",
+      .usage = "DIR",
+      .brief = "check a checkpoint's (or a run's) files against their checksums",
+      .summary = "DIR is a checkpoint folder (RUN/checkpoints/step_N) or a run folder (every checkpoint in it).\n"
+                 "Checks DONE, state.json and every file state.json lists (size and XXH3-128 checksum); prints OK or\n"
+                 "FAIL per file and exits 1 when any checkpoint is damaged or incomplete.\n",
+      .options = {}};
+  return spec;
+}
+
 int cmd_checkpoint(int argc, char** argv) {
-  if (argc < 3 || std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
-    usage();
-    return argc < 3 ? 2 : 0;
+  const std::string sub = argc > 2 ? argv[2] : "";
+  if (sub != "verify") {
+    std::fputs("usage: lathe checkpoint verify DIR (with --help)\n", stderr);
+    if (sub == "--help" || sub == "-h") return 0;
+    LATHE_CHECK_ARG(sub.empty(), "checkpoint: unknown subcommand '", sub, "' (the only one is: verify)");
+    return 2;
   }
-  const std::string sub = argv[2];
-  LATHE_CHECK_ARG(sub == "verify", "checkpoint: unknown subcommand '", sub, "' (the only one is: verify)");
-  Args a = Args::parse(argc, argv, 3, {"--help"});
-  if (a.has("--help")) {
-    usage();
-    return 0;
+  const Args a = Args::parse(argc, argv, 3, checkpoint_verify_spec());
+  if (a.help() || a.positional.empty()) {
+    std::fputs(help_text(checkpoint_verify_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help"}, "checkpoint verify");
   LATHE_CHECK_ARG(a.positional.size() == 1, "checkpoint verify: expected one DIR, got ", a.positional.size());
   int bad = 0;
   const std::vector<fs::path> dirs = checkpoints_of(a.positional[0]);

@@ -22,30 +22,39 @@ std::string human(double x) {
   return buf;
 }
 
+}  // namespace
+
+const CommandSpec& data_prepare_spec() {
+  static const CommandSpec spec{
+      .name = "data prepare",
+      .usage = "INPUT... --tokenizer TOKENIZER --out DIR [options]",
+      .brief = "text / JSONL -> llm.c-format token shards with a val split",
+      .summary = "Tokenizes text files or JSONL into llm.c-format token shards DIR/NAME_{train,val}_NNNNNN.bin and\n"
+                 "writes DIR/NAME.json with the counts. Every document is written as <delimiter> + its tokens.\n"
+                 "INPUT: .jsonl/.json/.ndjson (one JSON object per line) or plain text files.\n",
+      .options = {
+          {"--tokenizer", "PATH", "tokenizer.json, or a folder holding one (a model folder works); required"},
+          {"--out", "DIR", "output folder (required; created)"},
+          {"--name", "NAME", "shard name prefix (default: data)"},
+          {"--field", "NAME", "JSONL field holding the text (default: text)"},
+          {"--text-split", "MODE", "plain text documents: line (default), paragraph or file"},
+          {"--val-fraction", "F", "share of documents held out for validation, in [0, 1) (default: 0.01)"},
+          {"--shard-tokens", "N", "tokens per shard, >= 1 (default: 100000000)"},
+          {"--delimiter", "TOKEN", "token opening each document (default: the tokenizer's BOS, else EOS)"},
+          {"--seed", "S", "seed of the train/val split, >= 0 (default: 0)"},
+          {"--threads", "N", "tokenizer threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+      }};
+  return spec;
+}
+
+namespace {
+
 int cmd_data_prepare(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 3, {"--help"});
-  if (a.has("--help") || a.positional.empty() || !a.has("--tokenizer") || !a.has("--out")) {
-    std::fputs(
-        "usage: lathe data prepare INPUT... --tokenizer TOKENIZER --out DIR [options]\n"
-        "Tokenizes text files or JSONL into llm.c-format token shards DIR/<name>_{train,val}_NNNNNN.bin and\n"
-        "writes DIR/<name>.json with the counts. Every document is written as <delimiter> + its tokens.\n"
-        "  INPUT                 .jsonl/.json/.ndjson (one JSON object per line) or plain text files\n"
-        "  --tokenizer PATH      tokenizer.json, or a folder holding one (a model folder works)\n"
-        "  --out DIR             output folder (created)\n"
-        "  --name NAME           shard name prefix (default: data)\n"
-        "  --field NAME          JSONL field holding the text (default: text)\n"
-        "  --text-split MODE     plain text documents: line (default), paragraph or file\n"
-        "  --val-fraction F      share of documents held out for validation (default: 0.01)\n"
-        "  --shard-tokens N      tokens per shard (default: 100000000)\n"
-        "  --delimiter TOKEN     token opening each document (default: the tokenizer's BOS, else EOS)\n"
-        "  --seed S              seed of the train/val split (default: 0)\n"
-        "  --threads N           tokenizer threads (default: all cores)\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 3, data_prepare_spec());
+  if (a.help() || a.positional.empty() || !a.has("--tokenizer") || !a.has("--out")) {
+    std::fputs(help_text(data_prepare_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--tokenizer", "--out", "--name", "--field", "--text-split", "--val-fraction",
-                 "--shard-tokens", "--delimiter", "--seed", "--threads"},
-                "data prepare");
   train::PrepareOptions opts;
   opts.inputs = a.positional;
   opts.tokenizer = a.str("--tokenizer", "");
@@ -53,10 +62,11 @@ int cmd_data_prepare(int argc, char** argv) {
   opts.name = a.str("--name", "data");
   opts.field = a.str("--field", "text");
   opts.text_split = a.str("--text-split", "line");
-  opts.val_fraction = a.num("--val-fraction", 0.01);
-  opts.shard_tokens = a.integer("--shard-tokens", 100'000'000);
+  opts.val_fraction = a.number("--val-fraction", 0.01, {.min = 0, .max = 1, .max_open = true});
+  opts.shard_tokens = a.integer("--shard-tokens", 100'000'000, 1);
   opts.delimiter = a.str("--delimiter", "");
-  opts.seed = static_cast<uint64_t>(a.integer("--seed", 0));
+  opts.seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
+  const int threads = a.threads();
   Progress progress;
   opts.progress = [&](const train::PrepareProgress& p) {
     const double secs = progress.elapsed();
@@ -64,7 +74,7 @@ int cmd_data_prepare(int argc, char** argv) {
                     human(double(p.documents)) + " docs, " + human(double(p.tokens)) + " tokens, " +
                         human(p.bytes_done / (secs > 0 ? secs : 1)) + "B/s");
   };
-  Context ctx(static_cast<int>(a.integer("--threads", 0)));
+  Context ctx(threads);
   const train::PrepareSummary s = train::prepare_data(opts, ctx.pool);
   progress.finish();
   std::printf("documents: %lld train, %lld val\n", (long long)s.documents_train, (long long)s.documents_val);

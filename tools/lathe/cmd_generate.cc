@@ -7,30 +7,44 @@
 
 namespace lathe::cli {
 
+const CommandSpec& generate_spec() {
+  static const CommandSpec spec{
+      .name = "generate",
+      .usage = "MODEL_DIR --prompt-ids 1,2,3 [options]",
+      .brief = "generate token ids with the KV cache (greedy by default)",
+      .summary = "Generates token ids with the KV cache (greedy unless --temperature > 0); prints the prompt and\n"
+                 "generated ids on one line, then prefill and decode speed on stderr.\n",
+      .options = {
+          {"--prompt-ids", "IDS", "prompt token ids, e.g. 1,2,3 (required)"},
+          {"--max-tokens", "N", "new tokens at most, >= 0 (default: 32)"},
+          {"--temperature", "T", "0 = greedy, else sample from softmax(logits / T); >= 0 (default: 0)"},
+          {"--top-k", "K", "keep the K most likely tokens; 0 = off (default: 0)"},
+          {"--top-p", "P", "keep the smallest set reaching probability P, in (0, 1]; 1 = off (default: 1)"},
+          {"--seed", "S", "sampling seed, >= 0 (default: 0)"},
+          {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+          {"--f32", "", "widen bf16 weights to f32 at load"},
+          {"--ignore-eos", "", "do not stop at the config's eos_token_id"},
+      }};
+  return spec;
+}
+
 int cmd_generate(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--f32", "--ignore-eos"});
-  if (a.has("--help") || a.positional.size() != 1 || !a.has("--prompt-ids")) {
-    std::fputs(
-        "usage: lathe generate MODEL_DIR --prompt-ids 1,2,3 [--max-tokens 32] [--temperature 0] [--top-k 0]\n"
-        "                      [--top-p 1] [--seed 0] [--threads N] [--f32] [--ignore-eos]\n"
-        "Greedy unless --temperature > 0. Prints the prompt and generated ids, then speed on stderr.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, generate_spec());
+  if (a.help() || a.positional.size() != 1 || !a.has("--prompt-ids")) {
+    std::fputs(help_text(generate_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--prompt-ids", "--max-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--threads",
-                 "--f32", "--ignore-eos"},
-                "generate");
-  Context ctx(static_cast<int>(a.integer("--threads", 0)));
-  ContextScope scope(ctx);
-  auto model = Model::load(a.positional[0], {.force_f32 = a.has("--f32")});
   GenerateOptions o;
-  o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 32));
-  o.sampling.temperature = static_cast<float>(a.num("--temperature", 0.0));
-  o.sampling.top_k = static_cast<int>(a.integer("--top-k", 0));
-  o.sampling.top_p = static_cast<float>(a.num("--top-p", 1.0));
-  o.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 0));
-  if (!a.has("--ignore-eos")) o.stop_token_ids = model->config().eos_token_ids;
-  std::vector<int32_t> prompt = parse_id_list(a.str("--prompt-ids", ""));
+  o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 32, 0, kIntMax));
+  o.sampling.temperature = static_cast<float>(a.number("--temperature", 0.0, {.min = 0, .max = kFloatMax}));
+  o.sampling.top_k = static_cast<int>(a.integer("--top-k", 0, 0, kIntMax));
+  o.sampling.top_p = static_cast<float>(a.number("--top-p", 1.0, {.min = 0, .max = 1, .min_open = true}));
+  o.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
+  const std::vector<int32_t> prompt = parse_id_list(a.str("--prompt-ids", ""));
+  Context ctx(a.threads());
+  ContextScope scope(ctx);
+  auto model = Model::load(a.positional[0], {.force_f32 = a.flag("--f32")});
+  if (!a.flag("--ignore-eos")) o.stop_token_ids = model->config().eos_token_ids;
   GenerateResult r = generate(*model, prompt, o);
   for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
   std::printf("\n");

@@ -7,13 +7,23 @@
 
 namespace lathe::cli {
 
+const CommandSpec& info_spec() {
+  static const CommandSpec spec{
+      .name = "info",
+      .usage = "MODEL_DIR",
+      .brief = "family, parameter count, dtypes and memory of a Hugging Face model folder",
+      .summary = "Prints the family, the parameter count, dtypes, in-memory weight size, shape and KV-cache size\n"
+                 "per token of a Hugging Face model folder.\n",
+      .options = {}};
+  return spec;
+}
+
 int cmd_info(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help"});
-  if (a.has("--help") || a.positional.size() != 1) {
-    std::fputs("usage: lathe info MODEL_DIR\n", stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, info_spec());
+  if (a.help() || a.positional.size() != 1) {
+    std::fputs(help_text(info_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help"}, "info");
   auto m = Model::load(a.positional[0]);
   const ModelConfig& c = m->config();
   std::map<std::string, int64_t> by_dtype;

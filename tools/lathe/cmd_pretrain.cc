@@ -47,8 +47,26 @@ nlohmann::json manifest_of(const std::string& train_data) {
 
 }  // namespace
 
+const CommandSpec& pretrain_spec() {
+  static const CommandSpec spec{
+      .name = "pretrain",
+      .usage = "RECIPE.yaml [key=value ...] [options]",
+      .brief = "pre-train as the recipe says (progress, checkpoints, samples)",
+      .summary = "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
+                 "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2. SIGINT / SIGTERM stop after the current\n"
+                 "step and write a checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg,\n"
+                 "checkpoints/step_N/}; run.dir is locked while it trains. `lathe checkpoint verify DIR` checks a\n"
+                 "checkpoint's files against their checksums.\n",
+      .options = {
+          {"--resume", "", "continue from the newest intact checkpoint in run.dir (damaged ones are skipped, with the reason; step 0 if there is none)"},
+          {"--overwrite", "", "delete the earlier run in run.dir first (without it or --resume, a folder that holds a run is refused)"},
+          {"--no-samples", "", "skip the generated samples at the end"},
+      }};
+  return spec;
+}
+
 int cmd_pretrain(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--resume", "--overwrite", "--no-samples"});
+  const Args a = Args::parse(argc, argv, 2, pretrain_spec());
   std::vector<std::string> overrides;
   std::string recipe;
   for (const auto& p : a.positional) {
@@ -56,23 +74,10 @@ int cmd_pretrain(int argc, char** argv) {
     else if (recipe.empty()) recipe = p;
     else throw InvalidArgument(str_cat("pretrain: more than one recipe given ('", recipe, "' and '", p, "')"));
   }
-  if (a.has("--help") || recipe.empty()) {
-    std::fputs(
-        "usage: lathe pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite] [--no-samples]\n"
-        "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
-        "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2.\n"
-        "  --resume       continue from the newest intact checkpoint in run.dir (damaged ones are skipped,\n"
-        "                 with the reason; step 0 if there is none)\n"
-        "  --overwrite    delete the earlier run in run.dir first (without it, or --resume, a folder that\n"
-        "                 holds a run is refused)\n"
-        "  --no-samples   skip the generated samples at the end\n"
-        "SIGINT / SIGTERM stop after the current step and write a checkpoint; --resume continues exactly.\n"
-        "Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/}; run.dir is locked while\n"
-        "it trains. `lathe checkpoint verify DIR` checks a checkpoint's files against their checksums.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  if (a.help() || recipe.empty()) {
+    std::fputs(help_text(pretrain_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--resume", "--overwrite", "--no-samples"}, "pretrain");
   LATHE_CHECK_ARG(!(a.has("--resume") && a.has("--overwrite")),
                   "pretrain: --resume continues the run in run.dir and --overwrite deletes it: give one of them");
   const train::StartMode mode = a.has("--resume")      ? train::StartMode::kResume
@@ -126,7 +131,7 @@ int cmd_pretrain(int argc, char** argv) {
     if (!ok) rc = 3;
   }
 
-  if (!a.has("--no-samples") && !cfg.sample_prompts.empty()) {
+  if (!a.flag("--no-samples") && !cfg.sample_prompts.empty()) {
     const nlohmann::json manifest = manifest_of(cfg.train_data);
     const std::string tok_path = manifest.value("tokenizer", "");
     if (tok_path.empty()) {

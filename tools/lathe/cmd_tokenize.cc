@@ -23,21 +23,43 @@ json parse_line(const std::string& line, size_t line_no) {
 }
 }  // namespace
 
+const CommandSpec& tokenize_spec() {
+  static const CommandSpec spec{
+      .name = "tokenize",
+      .usage = "TOKENIZER [options] < texts.jsonl",
+      .brief = "JSON lines {\"text\"} -> {\"ids\", \"tokens\", \"offsets\"}",
+      .summary = "JSON lines {\"text\": ...} -> {\"ids\": [...]} per line. TOKENIZER is a model folder or a\n"
+                 "tokenizer.json (tokenizer_config.json / special_tokens_map.json beside it when present).\n",
+      .options = {
+          {"--special", "", "apply the post-processor (BOS/EOS as the tokenizer defines them)"},
+          {"--tokens", "", "add the token strings (\"tokens\")"},
+          {"--offsets", "", "add [start, end) offsets in code points of the input (\"offsets\")"},
+          {"--field", "NAME", "JSON field holding the text (default: text)"},
+      }};
+  return spec;
+}
+
+const CommandSpec& detokenize_spec() {
+  static const CommandSpec spec{
+      .name = "detokenize",
+      .usage = "TOKENIZER [options] < ids.jsonl",
+      .brief = "JSON lines {\"ids\"} -> {\"text\"}",
+      .summary = "JSON lines {\"ids\": [...]} (or a bare JSON array) -> {\"text\": ...} per line.\n",
+      .options = {
+          {"--skip-special", "", "leave special tokens out of the text"},
+      }};
+  return spec;
+}
+
 int cmd_tokenize(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--special", "--offsets", "--tokens"});
-  if (a.has("--help") || a.positional.size() != 1) {
-    std::fputs(
-        "usage: lathe tokenize TOKENIZER [--special] [--tokens] [--offsets] [--field text] < in.jsonl\n"
-        "TOKENIZER is a model folder or a tokenizer.json. Reads one JSON object per line ({\"text\": ...}) and\n"
-        "writes {\"ids\": [...]} per line (plus \"tokens\" / \"offsets\" in code points when asked).\n"
-        "--special applies the post-processor (adds BOS/EOS as the tokenizer defines).\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, tokenize_spec());
+  if (a.help() || a.positional.size() != 1) {
+    std::fputs(help_text(tokenize_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--special", "--offsets", "--tokens", "--field"}, "tokenize");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(a.positional[0]);
   const std::string field = a.str("--field", "text");
-  const bool special = a.has("--special"), want_tokens = a.has("--tokens"), want_offsets = a.has("--offsets");
+  const bool special = a.flag("--special"), want_tokens = a.flag("--tokens"), want_offsets = a.flag("--offsets");
   std::string line;
   size_t line_no = 0;
   while (std::getline(std::cin, line)) {
@@ -66,15 +88,11 @@ int cmd_tokenize(int argc, char** argv) {
 }
 
 int cmd_detokenize(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help", "--skip-special"});
-  if (a.has("--help") || a.positional.size() != 1) {
-    std::fputs(
-        "usage: lathe detokenize TOKENIZER [--skip-special] < in.jsonl\n"
-        "Reads {\"ids\": [...]} per line (or a bare JSON array) and writes {\"text\": ...} per line.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, detokenize_spec());
+  if (a.help() || a.positional.size() != 1) {
+    std::fputs(help_text(detokenize_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--skip-special"}, "detokenize");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(a.positional[0]);
   std::string line;
   size_t line_no = 0;
@@ -92,7 +110,7 @@ int cmd_detokenize(int argc, char** argv) {
                       tok.vocab_size());
       ids.push_back(static_cast<uint32_t>(id));
     }
-    std::cout << dump_line(json{{"text", tok.decode(ids, a.has("--skip-special"))}}) << '\n';
+    std::cout << dump_line(json{{"text", tok.decode(ids, a.flag("--skip-special"))}}) << '\n';
   }
   return 0;
 }

@@ -35,19 +35,30 @@ Diff compare(const Tensor& a, const Tensor& r) {
 
 }  // namespace
 
+const CommandSpec& verify_spec() {
+  static const CommandSpec spec{
+      .name = "verify",
+      .usage = "MODEL_DIR REFERENCE.safetensors [options]",
+      .brief = "compare logits (and grad.* gradients) with a reference file",
+      .summary = "Runs the model in f32 on REFERENCE's input_ids [B, T] and compares its logits [B, T, V] and its\n"
+                 "grad.<param name> tensors (gradients of the mean next-token cross-entropy) when present.\n"
+                 "Exits 1 when logits differ by more than atol or a gradient's ||diff||/||ref|| exceeds grad-rtol.\n",
+      .options = {
+          {"--atol", "A", "largest absolute logit error, >= 0 (default: 1e-4)"},
+          {"--grad-rtol", "R", "largest ||ours - ref|| / ||ref|| per gradient, >= 0 (default: 1e-3)"},
+          {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+      }};
+  return spec;
+}
+
 int cmd_verify(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help"});
-  if (a.has("--help") || a.positional.size() != 2) {
-    std::fputs(
-        "usage: lathe verify MODEL_DIR REFERENCE.safetensors [--atol 1e-4] [--grad-rtol 1e-3] [--threads N]\n"
-        "REFERENCE holds input_ids [B, T] (int), logits [B, T, V] and optionally grad.<param name> tensors.\n"
-        "Exits 1 when logits differ by more than atol or a gradient's ||diff||/||ref|| exceeds grad-rtol.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, verify_spec());
+  if (a.help() || a.positional.size() != 2) {
+    std::fputs(help_text(verify_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--atol", "--grad-rtol", "--threads"}, "verify");
-  const double atol = a.num("--atol", 1e-4), grad_rtol = a.num("--grad-rtol", 1e-3);
-  Context ctx(static_cast<int>(a.integer("--threads", 0)));
+  const double atol = a.number("--atol", 1e-4, {.min = 0}), grad_rtol = a.number("--grad-rtol", 1e-3, {.min = 0});
+  Context ctx(a.threads());
   ContextScope scope(ctx);
 
   auto model = Model::load(a.positional[0], {.force_f32 = true});

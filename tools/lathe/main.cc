@@ -3,7 +3,9 @@
 #include <cstring>
 #include <string>
 
+#include "args.h"
 #include "lathe/base/error.h"
+#include "lathe/base/thread_pool.h"
 
 namespace lathe::cli {
 int cmd_info(int argc, char** argv);
@@ -16,37 +18,47 @@ int cmd_data(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_checkpoint(int argc, char** argv);
+// Each command's options, as its parser reads them (one table for parsing and --help).
+const CommandSpec& info_spec();
+const CommandSpec& generate_spec();
+const CommandSpec& verify_spec();
+const CommandSpec& tokenize_spec();
+const CommandSpec& detokenize_spec();
+const CommandSpec& chat_template_spec();
+const CommandSpec& data_synth_spec();
+const CommandSpec& data_prepare_spec();
+const CommandSpec& pretrain_spec();
+const CommandSpec& plot_spec();
+const CommandSpec& checkpoint_verify_spec();
 }  // namespace lathe::cli
 
 namespace {
+
+// LATHE_VERSION and LATHE_GIT_COMMIT come from CMake: project(... VERSION) and `git describe` when the
+// build was configured (empty outside a git checkout).
+std::string version_line() {
+  std::string v = std::string("lathe ") + LATHE_VERSION;
+  if (*LATHE_GIT_COMMIT) v += std::string(" (") + LATHE_GIT_COMMIT + ")";
+  return v + "\n";
+}
+
 void usage() {
-  std::fputs(
+  using namespace lathe::cli;
+  std::string s =
       "usage: lathe <command> [options]\n"
+      "       lathe --version\n"
       "\n"
-      "commands:\n"
-      "  info MODEL_DIR                      family, parameter count, dtypes, memory of a Hugging Face folder\n"
-      "  generate MODEL_DIR --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-      "                                      [--seed S] [--threads N] [--f32]\n"
-      "                                      generate token ids with the KV cache (greedy by default)\n"
-      "  verify MODEL_DIR REFERENCE.safetensors [--atol A] [--grad-rtol R] [--threads N]\n"
-      "                                      compare logits (and grad.* gradients) with a reference file\n"
-      "  tokenize TOKENIZER [--special] [--tokens] [--offsets] < texts.jsonl\n"
-      "                                      JSON lines {\"text\"} -> {\"ids\", \"tokens\", \"offsets\"}\n"
-      "  detokenize TOKENIZER [--skip-special] < ids.jsonl\n"
-      "                                      JSON lines {\"ids\"} -> {\"text\"}\n"
-      "  data synth --out DIR [--documents N]\n"
-      "                                      the quickstart's synthetic corpus and its tokenizer\n"
-      "  data prepare INPUT... --tokenizer T --out DIR\n"
-      "                                      text / JSONL -> llm.c-format token shards with a val split\n"
-      "  pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite]\n"
-      "                                      pre-train as the recipe says (progress, checkpoints, samples)\n"
-      "  plot RUN_DIR [--out FILE.svg]       loss and learning-rate curves of a run\n"
-      "  checkpoint verify DIR               check a checkpoint's (or a run's) files against their checksums\n"
-      "  chat-template TOKENIZER [--add-generation-prompt] < conversation.json\n"
-      "                                      render {\"messages\", \"tools\", ...} with the model's chat template\n"
+      "commands:\n";
+  for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &verify_spec(), &tokenize_spec(), &detokenize_spec(),
+                                  &data_synth_spec(), &data_prepare_spec(), &pretrain_spec(), &plot_spec(), &checkpoint_verify_spec(),
+                                  &chat_template_spec()})
+    s += help_overview(*spec);
+  s +=
       "\n"
-      "Run `lathe <command> --help` for details. Docs: README.md and docs/cli.md.\n",
-      stderr);
+      "Every command takes --help. Switches also take =true/false/yes/no/1/0. LATHE_NUM_THREADS sets the\n"
+      "default thread count (an integer in [0, " +
+      std::to_string(lathe::kMaxThreadCount) + "]; 0 or unset: all cores). Docs: README.md, docs/cli.md.\n";
+  std::fputs(s.c_str(), stderr);
 }
 }  // namespace
 
@@ -56,6 +68,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::fputs(version_line().c_str(), stdout);
+    return 0;
+  }
   try {
     if (cmd == "info") return lathe::cli::cmd_info(argc, argv);
     if (cmd == "generate") return lathe::cli::cmd_generate(argc, argv);

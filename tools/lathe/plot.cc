@@ -119,17 +119,25 @@ int write_training_plot(const std::string& run_dir, const std::string& svg_path)
   return static_cast<int>(loss.x.size());
 }
 
+const CommandSpec& plot_spec() {
+  static const CommandSpec spec{
+      .name = "plot",
+      .usage = "RUN_DIR [options]",
+      .brief = "loss and learning-rate curves of a run as SVG",
+      .summary = "Draws the train/val loss and learning-rate curves of a `lathe pretrain` run (RUN_DIR/metrics.jsonl)\n"
+                 "as SVG.\n",
+      .options = {
+          {"--out", "FILE.svg", "where to write the plot (default: RUN_DIR/loss.svg)"},
+      }};
+  return spec;
+}
+
 int cmd_plot(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 2, {"--help"});
-  if (a.has("--help") || a.positional.size() != 1) {
-    std::fputs(
-        "usage: lathe plot RUN_DIR [--out FILE.svg]\n"
-        "Draws the train/val loss and learning-rate curves of a `lathe pretrain` run (RUN_DIR/metrics.jsonl)\n"
-        "as SVG (default RUN_DIR/loss.svg).\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 2, plot_spec());
+  if (a.help() || a.positional.size() != 1) {
+    std::fputs(help_text(plot_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--out"}, "plot");
   const std::string out = a.str("--out", (fs::path(a.positional[0]) / "loss.svg").string());
   const int n = write_training_plot(a.positional[0], out);
   std::printf("%s (%d steps)\n", out.c_str(), n);

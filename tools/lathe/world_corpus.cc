@@ -113,23 +113,33 @@ std::string document(CounterRng& rng) {
 
 }  // namespace
 
+const CommandSpec& data_synth_spec() {
+  static const CommandSpec spec{
+      .name = "data synth",
+      .usage = "--out DIR [options]",
+      .brief = "the quickstart's synthetic corpus and its tokenizer",
+      .summary = "Writes the quickstart world: DIR/world.jsonl ({\"text\"} per document: meal logs with calories,\n"
+                 "food facts, arithmetic, capitals) and DIR/tokenizer/ (byte-level, with <|endoftext|>,\n"
+                 "<|im_start|>, <|im_end|> and a ChatML chat template). Same seed, same files.\n",
+      .options = {
+          {"--out", "DIR", "output folder (required; created)"},
+          {"--documents", "N", "documents to write, >= 1 (default: 20000)"},
+          {"--seed", "S", "corpus seed, >= 0 (default: 0)"},
+      }};
+  return spec;
+}
+
 int cmd_data_synth(int argc, char** argv) {
-  Args a = Args::parse(argc, argv, 3, {"--help"});
-  if (a.has("--help") || !a.has("--out")) {
-    std::fputs(
-        "usage: lathe data synth --out DIR [--documents N] [--seed S]\n"
-        "Writes the quickstart world: DIR/world.jsonl ({\"text\"} per document: meal logs with calories, food\n"
-        "facts, arithmetic, capitals) and DIR/tokenizer/ (byte-level, with <|endoftext|>, <|im_start|>,\n"
-        "<|im_end|> and a ChatML chat template). Same seed, same files.\n",
-        stderr);
-    return a.has("--help") ? 0 : 2;
+  const Args a = Args::parse(argc, argv, 3, data_synth_spec());
+  if (a.help() || !a.has("--out") || !a.positional.empty()) {
+    std::fputs(help_text(data_synth_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
   }
-  a.check_known({"--help", "--out", "--documents", "--seed"}, "data synth");
   const fs::path out = a.str("--out", "");
-  const int64_t n = a.integer("--documents", 20000);
-  LATHE_CHECK_ARG(n > 0, "data synth: --documents must be positive");
+  const int64_t n = a.integer("--documents", 20000, 1);
+  const uint64_t seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
   fs::create_directories(out);
-  CounterRng rng{derive_key(static_cast<uint64_t>(a.integer("--seed", 0)), 0x776f726c64ull), 0};
+  CounterRng rng{derive_key(seed, 0x776f726c64ull), 0};
   std::string text;
   for (int64_t i = 0; i < n; ++i) text += json{{"text", document(rng)}}.dump() + "\n";
   write_file_atomic((out / "world.jsonl").string(), text);

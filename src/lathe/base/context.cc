@@ -1,6 +1,10 @@
 #include "lathe/base/context.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+
+#include "lathe/base/error.h"
 
 namespace lathe {
 namespace {
@@ -8,8 +12,15 @@ thread_local Context* tls_current = nullptr;
 }  // namespace
 
 int default_thread_count() {
-  if (const char* s = std::getenv("LATHE_NUM_THREADS")) return std::atoi(s);
-  return 0;
+  const char* s = std::getenv("LATHE_NUM_THREADS");
+  if (!s || !*s) return 0;  // unset or empty: all hardware threads
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::isdigit(static_cast<unsigned char>(s[0])) ? std::strtoll(s, &end, 10) : -1;
+  LATHE_CHECK_ARG(end && *end == '\0' && errno != ERANGE && n >= 0 && n <= kMaxThreadCount, "LATHE_NUM_THREADS='", s,
+                  "' is not a thread count (accepted: an integer in [1, ", kMaxThreadCount,
+                  "], or 0 / unset for all hardware threads)");
+  return static_cast<int>(n);
 }
 
 Context& current_context() {

@@ -21,7 +21,8 @@ struct Context {
 // hardware threads (or LATHE_NUM_THREADS).
 Context& current_context();
 
-// LATHE_NUM_THREADS when set, else 0 (a ThreadPool's "all hardware threads").
+// LATHE_NUM_THREADS when set and not empty, else 0 (a ThreadPool's "all hardware threads"). Throws
+// InvalidArgument naming the variable unless it is an integer in [0, kMaxThreadCount].
 int default_thread_count();
 
 // The innermost live ContextScope's context, or nullptr (the thread uses the process default). A

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "lathe/base/context.h"
+#include "lathe/base/error.h"
 
 namespace lathe {
 namespace {
@@ -30,6 +33,47 @@ TEST(Context, PoolHelpersSeeTheSubmittersScopedContext) {
     EXPECT_EQ(&current_context(), &outer);
   }
   EXPECT_EQ(scoped_context(), nullptr);
+}
+
+// Sets LATHE_NUM_THREADS for one scope and restores what was there.
+class ScopedThreadsEnv {
+ public:
+  explicit ScopedThreadsEnv(const char* value) {
+    if (const char* old = std::getenv("LATHE_NUM_THREADS")) old_ = old, had_ = true;
+    ::setenv("LATHE_NUM_THREADS", value, 1);
+  }
+  ~ScopedThreadsEnv() {
+    if (had_) ::setenv("LATHE_NUM_THREADS", old_.c_str(), 1);
+    else ::unsetenv("LATHE_NUM_THREADS");
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(Context, LatheNumThreadsIsReadWholeAndInRange) {
+  {
+    const ScopedThreadsEnv env("3");
+    EXPECT_EQ(default_thread_count(), 3);
+  }
+  {
+    const ScopedThreadsEnv env("");  // empty: as unset
+    EXPECT_EQ(default_thread_count(), 0);
+  }
+  {
+    const ScopedThreadsEnv env("0");
+    EXPECT_EQ(default_thread_count(), 0);
+  }
+  for (const char* bad : {"abc", "-3", "4x", " 2", "+2", "1.5", "99999999999999999999", "100000"}) {
+    const ScopedThreadsEnv env(bad);
+    try {
+      default_thread_count();
+      ADD_FAILURE() << "LATHE_NUM_THREADS=" << bad << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("LATHE_NUM_THREADS"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

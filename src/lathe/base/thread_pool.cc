@@ -5,10 +5,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "lathe/base/context.h"
+#include "lathe/base/error.h"
 
 namespace lathe {
 namespace {
@@ -64,19 +66,35 @@ struct ThreadPool::State {
 };
 
 ThreadPool::ThreadPool(int n_threads) : state_(std::make_unique<State>()) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
+  LATHE_CHECK_ARG(n_threads >= 0 && n_threads <= kMaxThreadCount, "[ThreadPool] thread count ", n_threads,
+                  " is out of range (accepted: 1 to ", kMaxThreadCount, ", or 0 for all hardware threads)");
+  if (n_threads == 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
   n_threads_ = n_threads > 0 ? n_threads : 1;
-  for (int w = 1; w < n_threads_; ++w) state_->helpers.emplace_back([this, w] { state_->helper_loop(w, this); });
+  state_->helpers.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int w = 1; w < n_threads_; ++w) {
+    try {
+      state_->helpers.emplace_back([this, w] { state_->helper_loop(w, this); });
+    } catch (const std::system_error& e) {
+      // Out of threads or of address space for their stacks (ulimit -v / -u): a joinable std::thread
+      // left in `helpers` would call std::terminate, so stop the ones already running first.
+      stop_helpers();
+      throw Error(str_cat("[ThreadPool] cannot start ", n_threads_, " threads: thread ", w + 1, " failed (", e.what(),
+                          "); ask for fewer threads"));
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_helpers() {
   {
     std::lock_guard<std::mutex> lk(state_->sleep_mu);
     state_->stop.store(true);
   }
   state_->wake.notify_all();
   for (std::thread& t : state_->helpers) t.join();
+  state_->helpers.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_helpers(); }
 
 void ThreadPool::run(int n_workers, Trampoline call, void* fn) const {
   State& s = *state_;

@@ -12,9 +12,15 @@
 
 namespace lathe {
 
+// The most threads a pool takes (helpers are persistent: a typo of 10^6 must not try to start them).
+inline constexpr int kMaxThreadCount = 4096;
+
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads = 0);  // 0: all hardware threads
+  // n_threads in [0, kMaxThreadCount]; 0: all hardware threads. Throws InvalidArgument outside that
+  // range, and Error (naming n_threads) when the system cannot start that many threads; the helpers
+  // started so far are stopped and joined first.
+  explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -35,6 +41,7 @@ class ThreadPool {
  private:
   using Trampoline = void (*)(void* fn, int worker, int n_workers);
   void run(int n_workers, Trampoline call, void* fn) const;
+  void stop_helpers();  // sets stop, wakes and joins every helper
   struct State;
   int n_threads_;
   std::unique_ptr<State> state_;

@@ -10,14 +10,20 @@ namespace lathe {
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   LATHE_CHECK_ARG(!prompt.empty(), "[generate] empty prompt");
-  LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0");
+  LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0, got ", opts.max_new_tokens);
+  LATHE_CHECK_ARG(opts.min_new_tokens >= 0, "[generate] min_new_tokens must be >= 0, got ", opts.min_new_tokens);
+  Sampler sampler(opts.sampling);  // checks the sampling options before any work
+  const int64_t n_ctx = model.config().max_positions;  // 0: not stated by the config
+  const int64_t n_total = static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
+  LATHE_CHECK_ARG(n_ctx <= 0 || n_total <= n_ctx, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                  opts.max_new_tokens, ") = ", n_total, " exceeds the model's context of ", n_ctx,
+                  " positions (max_position_embeddings)");
   NoGradGuard no_grad;
   using clock = std::chrono::steady_clock;
   GenerateResult r;
   r.tokens = prompt;
   r.n_prompt = static_cast<int64_t>(prompt.size());
-  KvCache cache = model.make_cache(static_cast<int64_t>(prompt.size()) + opts.max_new_tokens);
-  Sampler sampler(opts.sampling);
+  KvCache cache = model.make_cache(n_total);
   const int64_t V = model.config().vocab_size;
 
   auto t0 = clock::now();

@@ -7,6 +7,17 @@
 
 namespace lathe {
 
+void check_sampling_options(const SamplingOptions& opts) {
+  // NaN fails every comparison, so each check is written as the accepted case.
+  LATHE_CHECK_ARG(std::isfinite(opts.temperature) && opts.temperature >= 0.f,
+                  "[sample] temperature must be a finite number >= 0 (0: greedy), got ", opts.temperature);
+  LATHE_CHECK_ARG(opts.top_k >= 0, "[sample] top_k must be >= 0 (0: off), got ", opts.top_k);
+  LATHE_CHECK_ARG(opts.top_p > 0.f && opts.top_p <= 1.f, "[sample] top_p must be in (0, 1] (1: off), got ",
+                  opts.top_p);
+}
+
+Sampler::Sampler(const SamplingOptions& opts) : opts_(opts), rng_(opts.seed) { check_sampling_options(opts); }
+
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   LATHE_CHECK_ARG(vocab > 0, "[sample] empty logits");
   if (opts_.temperature <= 0.f) {

@@ -9,15 +9,18 @@
 namespace lathe {
 
 struct SamplingOptions {
-  float temperature = 0.f;  // 0: greedy (argmax, lowest index on ties)
-  int top_k = 0;            // 0: off
-  float top_p = 1.f;        // 1: off
+  float temperature = 0.f;  // finite, >= 0; 0: greedy (argmax, lowest index on ties)
+  int top_k = 0;            // >= 0; 0: off
+  float top_p = 1.f;        // in (0, 1]; 1: off
   uint64_t seed = 0;
 };
 
+// Throws InvalidArgument naming the field when an option is outside the range above.
+void check_sampling_options(const SamplingOptions& opts);
+
 class Sampler {
  public:
-  explicit Sampler(const SamplingOptions& opts) : opts_(opts), rng_(opts.seed) {}
+  explicit Sampler(const SamplingOptions& opts);  // checks `opts` (check_sampling_options)
   int32_t sample(const float* logits, int64_t vocab);  // logits [V]
 
  private:
