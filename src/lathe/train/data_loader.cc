@@ -103,6 +103,7 @@ nlohmann::json read_manifest(const std::string& data) {
   };
   if (m.contains("tokenizer")) {
     check_string(m["tokenizer"], "tokenizer");
+    m["tokenizer_as_recorded"] = m["tokenizer"];
     m["tokenizer"] = resolve_recorded(m["tokenizer"].get<std::string>(), dir, format);
   }
   if (m.contains("inputs") && m["inputs"].is_array())
@@ -133,9 +134,11 @@ std::string manifest_tokenizer(const std::string& data) {
   const std::string tok = m["tokenizer"].get<std::string>();
   std::error_code ec;
   if (!fs::exists(tok, ec))
-    throw IoError(str_cat(m["path"].get<std::string>(), ": the recorded tokenizer ", tok,
-                          " does not exist (the samples need it); re-run `lathe data prepare`, or skip the samples "
-                          "with --no-samples"));
+    throw IoError(str_cat(
+        m["path"].get<std::string>(), ": the tokenizer recorded as ", m["tokenizer_as_recorded"].get<std::string>(),
+        " (looked for at ", tok, ") does not exist, and the samples need it",
+        m.contains("format") ? "" : " (manifests before format 2 record it relative to the folder `data prepare` ran in)",
+        "; re-run `lathe data prepare`, or skip the samples with --no-samples"));
   return tok;
 }
 
