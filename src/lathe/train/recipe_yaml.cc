@@ -5,6 +5,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "lathe/base/error.h"
+#include "lathe/io/tokenizer/unicode.h"
 #include "lathe/train/recipe.h"
 
 namespace lathe::train {
@@ -62,6 +64,9 @@ class JsonBuilder : public YAML::EventHandler {
             "base_recipe");
   }
   void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t, const std::string& value) override {
+    // The text is checked up front; an escape such as "\ud800" (a lone surrogate) can still yield bytes
+    // that are not UTF-8, which no JSON consumer of the recipe accepts.
+    if (tokenizer::utf8_valid_prefix(value) != value.size()) fail(m, "the value is not valid UTF-8");
     if (expecting_key()) {
       Frame& f = stack_.back();
       if (f.value.contains(value))
@@ -162,6 +167,11 @@ void emit(YAML::Emitter& e, const json& j) {
 }  // namespace
 
 json yaml_to_json(const std::string& yaml_text, const std::string& where) {
+  const size_t valid = tokenizer::utf8_valid_prefix(yaml_text);
+  if (valid != yaml_text.size()) {
+    const size_t line = 1 + static_cast<size_t>(std::count(yaml_text.begin(), yaml_text.begin() + valid, '\n'));
+    throw FormatError(str_cat(where, ": line ", line, ": not valid UTF-8 (at byte offset ", valid, ")"));
+  }
   std::istringstream in(yaml_text);
   try {
     YAML::Parser parser(in);
