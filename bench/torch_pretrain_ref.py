@@ -70,6 +70,9 @@ class Loader:
         self.paths = sorted(p for p in glob.glob(os.path.join(d or ".", name + "*_train_*.bin")))
         if os.path.isdir(prefix):
             self.paths = sorted(glob.glob(os.path.join(prefix, "*_train_*.bin")))
+        if os.path.isfile(prefix + ".json"):  # lathe reads exactly the shards its manifest lists
+            manifest = json.load(open(prefix + ".json"))
+            self.paths = [os.path.join(d or ".", s) for s in manifest["train"]["shards"]]
         self.shards = [read_shard(p) for p in self.paths]
         self.T, self.seed, self.shuffle = seq_len, seed, shuffle
         self.windows = [(len(s) - 1) // seq_len if len(s) > seq_len else 0 for s in self.shards]

@@ -3,13 +3,15 @@
 #   OUT/tokenizer      the strings of tests/fixtures/tokenizers/corpus.json and the encode-case inputs,
 #                      the special tokens of each tokenizer, and a few invalid UTF-8 byte strings;
 #   OUT/chat_template  the chat templates of the real tokenizer_config.json files, the snippets under
-#                      tests/fuzz/seeds/chat_template/, and the fixture chat-template test cases' templates.
+#                      tests/fuzz/seeds/chat_template/, and the fixture chat-template test cases' templates;
+#   OUT/recipe         the shipped recipes/*.yaml, some with NUL-separated key=value overrides appended (the
+#                      recipe_fuzz input format), and a few YAML shapes recipes refuse (aliases, repeated keys).
 # Usage: tests/fuzz/make_seeds.sh [OUT_DIR=build/fuzz/seeds] [TOKENIZERS_DIR=$LATHE_TOKENIZERS or ~/.cache/lathe/tokenizers]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/build/fuzz/seeds}
 toks=${2:-${LATHE_TOKENIZERS:-$HOME/.cache/lathe/tokenizers}}
-mkdir -p "$out/tokenizer" "$out/chat_template"
+mkdir -p "$out/tokenizer" "$out/chat_template" "$out/recipe"
 python3 - "$root" "$out" "$toks" <<'EOF'
 import glob, hashlib, json, os, sys
 root, out, toks = sys.argv[1:4]
@@ -52,5 +54,14 @@ for b in (b"\xff", b"\xc3", b"a\x80b", b"\xe2\x82", b"\xed\xa0\x80x", b"\xf0\x9f
     put("tokenizer", b)
 for p in sorted(glob.glob(os.path.join(root, "tests/fuzz/seeds/chat_template/*"))):
     put("chat_template", open(p, "rb").read())
+for p in sorted(glob.glob(os.path.join(root, "recipes/*.yaml"))):
+    text = open(p, "rb").read()
+    put("recipe", text)
+    put("recipe", text + b"\0optimizer.lr=1e-3\0eval.batches=0\0samples.prompts=[a, b]")
+for b in (b"a: &x [1, 2]\nb: *x\n", b"data: {seq_len: 8, seq_len: 9}\n", b"base: &b {lr: 1}\nopt: {<<: *b}\n",
+          b"run:\n  threads: 99999999999999999999\n", b"optimizer: {lr: 1e999}\n", b"[[[[[[[[]]]]]]]]\n",
+          b"a: 1\n---\nb: 2\n", b"? [a]\n: 1\n", b"a: \"\\ud800\"\n"):
+    put("recipe", b)
 EOF
-echo "seeds: $(ls "$out/tokenizer" | wc -l) tokenizer, $(ls "$out/chat_template" | wc -l) chat_template -> $out"
+echo "seeds: $(ls "$out/tokenizer" | wc -l) tokenizer, $(ls "$out/chat_template" | wc -l) chat_template," \
+  "$(ls "$out/recipe" | wc -l) recipe -> $out"

@@ -30,12 +30,14 @@ const CommandSpec& data_prepare_spec() {
       .usage = "INPUT... --tokenizer TOKENIZER --out DIR [options]",
       .brief = "text / JSONL -> llm.c-format token shards with a val split",
       .summary = "Tokenizes text files or JSONL into llm.c-format token shards DIR/NAME_{train,val}_NNNNNN.bin and\n"
-                 "writes DIR/NAME.json with the counts. Every document is written as <delimiter> + its tokens.\n"
-                 "INPUT: .jsonl/.json/.ndjson (one JSON object per line) or plain text files.\n",
+                 "writes the manifest DIR/NAME.json (counts, shard list, tokenizer). Every document is written as\n"
+                 "<delimiter> + its tokens. An earlier preparation under the same name is replaced (its manifest and\n"
+                 "shards removed first); an output that would overwrite an input is an error.\n"
+                 "INPUT: .jsonl/.json/.ndjson (one JSON object per line) or plain UTF-8 text files.\n",
       .options = {
           {"--tokenizer", "PATH", "tokenizer.json, or a folder holding one (a model folder works); required"},
           {"--out", "DIR", "output folder (required; created)"},
-          {"--name", "NAME", "shard name prefix (default: data)"},
+          {"--name", "NAME", "shard name prefix, a plain file name (default: data)"},
           {"--field", "NAME", "JSONL field holding the text (default: text)"},
           {"--text-split", "MODE", "plain text documents: line (default), paragraph or file"},
           {"--val-fraction", "F", "share of documents held out for validation, in [0, 1) (default: 0.01)"},

@@ -84,6 +84,9 @@ int cmd_pretrain(int argc, char** argv) {
                                 : a.has("--overwrite") ? train::StartMode::kOverwrite
                                                        : train::StartMode::kFresh;
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
+  // The samples at the end need the tokenizer the data manifest records: check it now, not after training.
+  const bool samples = !a.has("--no-samples") && !cfg.sample_prompts.empty();
+  if (samples) train::manifest_tokenizer(cfg.train_data);
 
   Progress progress(5.0);
   double last_val = -1;
@@ -131,7 +134,7 @@ int cmd_pretrain(int argc, char** argv) {
     if (!ok) rc = 3;
   }
 
-  if (!a.flag("--no-samples") && !cfg.sample_prompts.empty()) {
+  if (samples) {
     const nlohmann::json manifest = manifest_of(cfg.train_data);
     const std::string tok_path = manifest.value("tokenizer", "");
     if (tok_path.empty()) {

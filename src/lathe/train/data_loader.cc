@@ -11,42 +11,176 @@ namespace lathe::train {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> find_shards(const std::string& dir_or_prefix, const std::string& split) {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Every "<prefix>*_<split>_*.bin" of the folder or name prefix `data`, sorted.
+std::vector<std::string> glob_shards(const std::string& data, const std::string& split) {
   // "data/run" is either a folder holding the shards or a name prefix inside a folder.
-  fs::path dir = dir_or_prefix;
+  fs::path dir = data;
   std::string prefix;
   if (!fs::is_directory(dir)) {
     prefix = dir.filename().string();
     dir = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
   }
   std::vector<std::string> paths;
-  if (fs::is_directory(dir)) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
     const std::string tag = "_" + split + "_";
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (name.size() < 4 || name.compare(name.size() - 4, 4, ".bin") != 0) continue;
-      if (name.find(tag) == std::string::npos || name.rfind(prefix, 0) != 0) continue;
+      if (!ends_with(name, ".bin") || name.find(tag) == std::string::npos || name.rfind(prefix, 0) != 0) continue;
       paths.push_back(entry.path().string());
     }
   }
   std::sort(paths.begin(), paths.end());
-  if (paths.empty())
-    throw IoError(str_cat("no ", split, " token shards (*_", split, "_*.bin) in ", dir_or_prefix,
-                          " (create them with `lathe data prepare`)"));
   return paths;
 }
 
-nlohmann::json read_manifest(const std::string& data, const std::string& split) {
-  const auto shards = find_shards(data, split);
-  const std::string name = fs::path(shards[0]).filename().string();
-  const fs::path manifest = fs::path(shards[0]).parent_path() / (name.substr(0, name.find("_" + split + "_")) + ".json");
-  if (!fs::exists(manifest)) return nullptr;
-  try {
-    std::ifstream in(manifest);
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw FormatError(str_cat(manifest.string(), ": ", e.what()));
+// A path recorded in a manifest, resolved for this process. Format 2: relative to the manifest's folder.
+// Earlier manifests recorded the tokenizer and inputs as given to `data prepare`, relative to the folder
+// it ran in: taken as they are when they exist from here, else tried relative to the manifest.
+std::string resolve_recorded(const std::string& p, const fs::path& manifest_dir, int format) {
+  std::error_code ec;
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  const fs::path beside = manifest_dir / p;
+  if (format < kManifestFormat && fs::exists(p, ec) && !fs::exists(beside, ec))
+    return fs::weakly_canonical(fs::absolute(p)).string();
+  return fs::weakly_canonical(fs::absolute(beside)).string();
+}
+
+}  // namespace
+
+std::optional<std::string> find_manifest(const std::string& data) {
+  const fs::path p = data;
+  std::error_code ec;
+  if (p.extension() == ".json" && fs::is_regular_file(p, ec)) return data;
+  if (fs::is_directory(p, ec)) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(p)) {
+      const std::string name = e.path().filename().string();
+      if (!ends_with(name, ".json") || !e.is_regular_file(ec)) continue;
+      const std::string stem = name.substr(0, name.size() - 5);
+      if (!glob_shards((p / stem).string(), "train").empty() || !glob_shards((p / stem).string(), "val").empty())
+        found.push_back(e.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    if (found.size() > 1) {
+      std::string list;
+      for (const auto& f : found) list += (list.empty() ? "" : ", ") + f;
+      throw InvalidArgument(str_cat(data, " holds more than one preparation (", list,
+                                    "): name one as DIR/NAME, e.g. ", (p / fs::path(found[0]).stem()).string()));
+    }
+    if (found.size() == 1) return found[0];
+    return std::nullopt;
   }
+  const std::string beside = data + ".json";
+  if (fs::is_regular_file(beside, ec)) return beside;
+  return std::nullopt;
+}
+
+nlohmann::json read_manifest(const std::string& data) {
+  const std::optional<std::string> path = find_manifest(data);
+  if (!path) return nullptr;
+  nlohmann::json m;
+  try {
+    std::ifstream in(*path);
+    LATHE_CHECK_FORMAT(in.good(), *path, ": cannot read the data manifest");
+    m = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(str_cat(*path, ": not a data manifest (invalid JSON: ", e.what(), ")"));
+  }
+  LATHE_CHECK_FORMAT(m.is_object(), *path, ": not a data manifest (expected a JSON object from `lathe data prepare`)");
+  const int format = m.contains("format") && m["format"].is_number_integer() ? m["format"].get<int>() : 1;
+  LATHE_CHECK_FORMAT(format <= kManifestFormat, *path, ": manifest format ", format, " is newer than this lathe reads (",
+                     kManifestFormat, ")");
+  const fs::path dir = fs::path(*path).parent_path();
+  const auto check_string = [&](const nlohmann::json& v, const std::string& key) {
+    LATHE_CHECK_FORMAT(v.is_string(), *path, ": \"", key, "\" must be a string (path)");
+  };
+  if (m.contains("tokenizer")) {
+    check_string(m["tokenizer"], "tokenizer");
+    m["tokenizer_as_recorded"] = m["tokenizer"];
+    m["tokenizer"] = resolve_recorded(m["tokenizer"].get<std::string>(), dir, format);
+  }
+  if (m.contains("inputs") && m["inputs"].is_array())
+    for (auto& in : m["inputs"]) {
+      check_string(in, "inputs");
+      in = resolve_recorded(in.get<std::string>(), dir, format);
+    }
+  for (const char* split : {"train", "val"}) {
+    if (!m.contains(split)) continue;
+    nlohmann::json& s = m[split];
+    LATHE_CHECK_FORMAT(s.is_object() && s.contains("shards") && s["shards"].is_array(), *path, ": \"", split,
+                       "\" must be an object with a \"shards\" list");
+    for (auto& shard : s["shards"]) {
+      check_string(shard, str_cat(split, ".shards"));
+      shard = (dir / shard.get<std::string>()).string();  // file names beside the manifest, in both formats
+    }
+    if (s.contains("shard_tokens"))
+      LATHE_CHECK_FORMAT(s["shard_tokens"].is_array() && s["shard_tokens"].size() == s["shards"].size(), *path, ": \"",
+                         split, ".shard_tokens\" must list one count per shard");
+  }
+  m["path"] = *path;
+  return m;
+}
+
+std::string manifest_tokenizer(const std::string& data) {
+  const nlohmann::json m = read_manifest(data);
+  if (!m.is_object() || !m.contains("tokenizer")) return "";
+  const std::string tok = m["tokenizer"].get<std::string>();
+  std::error_code ec;
+  if (!fs::exists(tok, ec))
+    throw IoError(str_cat(
+        m["path"].get<std::string>(), ": the tokenizer recorded as ", m["tokenizer_as_recorded"].get<std::string>(),
+        " (looked for at ", tok, ") does not exist, and the samples need it",
+        m.contains("format") ? "" : " (manifests before format 2 record it relative to the folder `data prepare` ran in)",
+        "; re-run `lathe data prepare`, or skip the samples with --no-samples"));
+  return tok;
+}
+
+std::vector<std::string> find_shards(const std::string& data, const std::string& split,
+                                     const std::function<void(const std::string&)>& note) {
+  const nlohmann::json m = read_manifest(data);
+  if (m.is_null()) {
+    std::vector<std::string> paths = glob_shards(data, split);
+    if (paths.empty())
+      throw IoError(str_cat("no ", split, " token shards (*_", split, "_*.bin) in ", data,
+                            " (create them with `lathe data prepare`)"));
+    if (note)
+      note(str_cat("note: no data manifest (NAME.json from `lathe data prepare`) for ", data, ": reading every *_",
+                   split, "_*.bin there (", paths.size(), " shards)"));
+    return paths;
+  }
+  const std::string path = m["path"].get<std::string>();
+  LATHE_CHECK_FORMAT(m.contains(split), path, ": no \"", split, "\" split in the data manifest");
+  const nlohmann::json& s = m[split];
+  std::vector<std::string> paths = s["shards"].get<std::vector<std::string>>();
+  if (paths.empty())
+    throw IoError(str_cat(path, ": the data manifest lists no ", split, " shards (", split == "val" ? "val_fraction 0, or too few documents?" : "too few documents?", ")"));
+  const int width = m.value("token_bytes", 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::error_code ec;
+    if (!fs::exists(paths[i], ec))
+      throw IoError(str_cat(path, ": lists the ", split, " shard ", paths[i], ", which is missing (re-run `lathe data prepare`)"));
+    const TokenShard shard = TokenShard::open(paths[i]);
+    total += shard.size();
+    if (s.contains("shard_tokens")) {
+      const int64_t want = s["shard_tokens"][i].is_number_integer() ? s["shard_tokens"][i].get<int64_t>() : -1;
+      LATHE_CHECK_FORMAT(shard.size() == want, paths[i], ": holds ", shard.size(), " tokens, but the manifest ", path,
+                         " records ", s["shard_tokens"][i].dump(), " (re-run `lathe data prepare`)");
+    }
+    LATHE_CHECK_FORMAT(width == 0 || shard.width() == width, paths[i], ": ", shard.width(),
+                       "-byte tokens, but the manifest ", path, " records token_bytes ", width);
+  }
+  if (s.contains("tokens") && s["tokens"].is_number_integer())
+    LATHE_CHECK_FORMAT(total == s["tokens"].get<int64_t>(), path, ": records ", s["tokens"].get<int64_t>(), " ", split,
+                       " tokens, but its shards hold ", total, " (re-run `lathe data prepare`)");
+  return paths;
 }
 
 // Cached permutations: the shard order of one epoch, and the window order of recently used shards.

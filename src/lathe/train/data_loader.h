@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,12 +41,33 @@ struct DataLoaderOptions {
   int32_t delimiter_id = -1;  // token that opens each document; >= 0 fills Batch::positions / segments
 };
 
-// Shard paths matching "<dir>/*_<split>_*.bin" (split: "train" or "val"), sorted; dir may also be a glob
-// prefix such as "data/quickstart". Throws IoError when there are none.
-std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
+// The manifest `lathe data prepare` writes next to the shards, DIR/NAME.json, records the tokenizer, the
+// delimiter and each split's shards with their token counts. Format 2 stores paths relative to the
+// manifest's folder (or absolute); earlier manifests stored the tokenizer and inputs as given to prepare.
+inline constexpr int kManifestFormat = 2;
 
-// The manifest `lathe data prepare` wrote next to the shards of `data` (NAME.json), or null when absent.
-nlohmann::json read_manifest(const std::string& data, const std::string& split = "train");
+// The manifest of a data prefix: DATA.json for a name prefix DIR/NAME (DATA itself when it names a .json
+// file); for a folder, the one NAME.json in it that has NAME_{train,val}_*.bin shards beside it. nullopt
+// when there is none (shards made by other tools, e.g. llm.c's scripts). Throws InvalidArgument when a
+// folder holds more than one preparation (name one: DIR/NAME).
+std::optional<std::string> find_manifest(const std::string& data);
+
+// The manifest of `data` (find_manifest) with its paths resolved for this process: "tokenizer",
+// "inputs" and each split's "shards" are absolute. null when there is none. Throws FormatError naming the
+// manifest when it is not a manifest.
+nlohmann::json read_manifest(const std::string& data);
+
+// The tokenizer the manifest of `data` records, resolved; "" when there is no manifest or it records
+// none. Throws IoError naming the manifest and the path when the tokenizer is not there (pretrain checks
+// this before training when samples need it, not after).
+std::string manifest_tokenizer(const std::string& data);
+
+// The token shards of one split ("train" or "val") of `data`, a folder or name prefix: the ones its
+// manifest lists, each checked to exist with the recorded token count and width (IoError / FormatError
+// naming the manifest and the shard). Without a manifest, every "<prefix>*_<split>_*.bin" there, sorted,
+// and `note` is told that no manifest was found. Throws IoError when there are none.
+std::vector<std::string> find_shards(const std::string& data, const std::string& split,
+                                     const std::function<void(const std::string&)>& note = {});
 
 class DataLoader {
  public:

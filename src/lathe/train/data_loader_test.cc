@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "lathe/base/error.h"
@@ -113,6 +115,66 @@ TEST(DataLoader, ClearErrors) {
   EXPECT_EQ(find_shards(dir + "/d", "train"), shards);  // a name prefix works too
   DataLoader loader({.shards = shards, .seq_len = 2, .vocab_limit = 3});
   EXPECT_THROW(loader.batch_at(0, 2), FormatError);  // ids 3 and 4 are outside a 3-token vocabulary
+}
+
+// A format-2 manifest for shards "d_train_*" of make_shards, as `lathe data prepare` writes it.
+nlohmann::json manifest_for(const std::vector<std::string>& shards, const std::vector<int>& sizes) {
+  nlohmann::json names = nlohmann::json::array(), counts = nlohmann::json::array();
+  int total = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    names.push_back(std::filesystem::path(shards[i]).filename().string());
+    counts.push_back(sizes[i]);
+    total += sizes[i];
+  }
+  return {{"format", kManifestFormat},
+          {"tokenizer", "../tok"},
+          {"token_bytes", 2},
+          {"train", {{"tokens", total}, {"shards", names}, {"shard_tokens", counts}}},
+          {"val", {{"tokens", 0}, {"shards", nlohmann::json::array()}, {"shard_tokens", nlohmann::json::array()}}}};
+}
+
+TEST(DataLoader, ShardsComeFromTheManifestWithPathsRelativeToIt) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::scratch_dir("loader_manifest");
+  fs::create_directories(dir + "/data");
+  fs::create_directories(dir + "/tok");
+  const std::vector<int> sizes = {50, 40};
+  const auto shards = make_shards(dir + "/data", sizes);
+  std::ofstream(dir + "/data/d.json") << manifest_for(shards, sizes).dump();
+  make_shards(dir + "/data", {50, 40, 30});  // a third, stale shard the manifest does not list
+  EXPECT_EQ(find_shards(dir + "/data/d", "train").size(), 2u);
+  EXPECT_EQ(find_shards(dir + "/data", "train").size(), 2u);  // the folder's one manifest
+  const nlohmann::json m = read_manifest(dir + "/data/d");
+  EXPECT_EQ(fs::path(m["tokenizer"].get<std::string>()), fs::weakly_canonical(dir + "/tok"));
+  EXPECT_EQ(manifest_tokenizer(dir + "/data/d"), m["tokenizer"].get<std::string>());
+  EXPECT_THROW(find_shards(dir + "/data/d", "val"), IoError);  // listed none
+
+  // A listed shard whose token count differs from the record, then one that is missing.
+  write_token_shard(shards[1], std::vector<uint32_t>(41, 1), 2);
+  EXPECT_THROW(find_shards(dir + "/data/d", "train"), FormatError);
+  std::filesystem::remove(shards[1]);
+  try {
+    find_shards(dir + "/data/d", "train");
+    ADD_FAILURE() << "accepted a missing shard";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("d_train_000001.bin"), std::string::npos) << e.what();
+  }
+  // A second preparation in the folder: the folder alone is ambiguous.
+  std::ofstream(dir + "/data/e.json") << "{}";
+  make_shards(dir + "/data", {50});
+  std::filesystem::rename(dir + "/data/d_train_000000.bin", dir + "/data/e_train_000000.bin");
+  EXPECT_THROW(find_shards(dir + "/data", "train"), InvalidArgument);
+  // The recorded tokenizer is gone.
+  std::filesystem::remove_all(dir + "/tok");
+  EXPECT_THROW(manifest_tokenizer(dir + "/data/d"), IoError);
+}
+
+TEST(DataLoader, WithoutAManifestShardsAreGlobbedWithANote) {
+  const std::string dir = testing::scratch_dir("loader_glob");
+  const auto shards = make_shards(dir, {50, 40});
+  std::string note;
+  EXPECT_EQ(find_shards(dir + "/d", "train", [&](const std::string& m) { note = m; }), shards);
+  EXPECT_NE(note.find("no data manifest"), std::string::npos) << note;
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
 #include "lathe/train/data_prepare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/io/tokenizer/unicode.h"
+#include "lathe/train/data_loader.h"
 #include "lathe/train/token_shard.h"
 
 namespace lathe::train {
@@ -32,6 +36,7 @@ class DocumentReader {
                     "data prepare: text_split must be line, paragraph or file, got '", opts.text_split, "'");
     for (const auto& p : opts.inputs) {
       std::error_code ec;
+      LATHE_CHECK_ARG(!fs::exists(p, ec) || fs::is_regular_file(p, ec), p, ": input is not a regular file");
       const auto size = fs::file_size(p, ec);
       if (ec) throw IoError(str_cat(p, ": cannot read input: ", ec.message()));
       bytes_total_ += static_cast<int64_t>(size);
@@ -50,6 +55,7 @@ class DocumentReader {
         in_.open(path_, std::ios::binary);
         if (!in_) throw IoError(str_cat(path_, ": cannot open input"));
         line_no_ = 0;
+        file_offset_ = 0;
       }
       std::string doc;
       if (!next_document(doc)) {
@@ -84,9 +90,7 @@ class DocumentReader {
       return false;
     }
     if (opts_.text_split == "line") {
-      while (std::getline(in_, line)) {
-        ++line_no_;
-        bytes_done_ += static_cast<int64_t>(line.size()) + 1;
+      while (next_text_line(line)) {
         if (line.empty()) continue;
         doc = std::move(line);
         return true;
@@ -94,9 +98,7 @@ class DocumentReader {
       return false;
     }
     bool any = false;
-    while (std::getline(in_, line)) {
-      ++line_no_;
-      bytes_done_ += static_cast<int64_t>(line.size()) + 1;
+    while (next_text_line(line)) {
       if (opts_.text_split == "paragraph" && line.find_first_not_of(" \t\r") == std::string::npos) {
         if (any) return true;
         continue;
@@ -108,19 +110,35 @@ class DocumentReader {
     return any;
   }
 
+  // One line of a plain text input, which must be UTF-8 (as JSON strings are): the tokenizer would
+  // otherwise train on U+FFFD in place of the bytes, silently.
+  bool next_text_line(std::string& line) {
+    if (!std::getline(in_, line)) return false;
+    ++line_no_;
+    const size_t valid = tokenizer::utf8_valid_prefix(line);
+    LATHE_CHECK_FORMAT(valid == line.size(), path_, ":", line_no_, ": invalid UTF-8 at byte offset ",
+                       file_offset_ + static_cast<int64_t>(valid), " of the file (column ", valid + 1,
+                       "): plain text input must be UTF-8");
+    file_offset_ += static_cast<int64_t>(line.size()) + 1;
+    bytes_done_ += static_cast<int64_t>(line.size()) + 1;
+    return true;
+  }
+
   const PrepareOptions& opts_;
   size_t next_file_ = 0;
   std::ifstream in_;
   std::string path_;
   size_t line_no_ = 0;
+  int64_t file_offset_ = 0;  // of the current line in the current file
   int64_t bytes_total_ = 0, bytes_done_ = 0;
 };
 
 // Buffers one split's tokens and writes a shard whenever shard_tokens are collected.
 class ShardWriter {
  public:
-  ShardWriter(std::string prefix, int64_t shard_tokens, int width, std::vector<std::string>& paths)
-      : prefix_(std::move(prefix)), shard_tokens_(shard_tokens), width_(width), paths_(paths) {}
+  ShardWriter(std::string prefix, int64_t shard_tokens, int width, std::vector<std::string>& paths,
+              std::vector<int64_t>& counts)
+      : prefix_(std::move(prefix)), shard_tokens_(shard_tokens), width_(width), paths_(paths), counts_(counts) {}
   void append(std::span<const uint32_t> tokens) {
     for (uint32_t t : tokens) {
       buf_.push_back(t);
@@ -132,8 +150,9 @@ class ShardWriter {
     char index[16];
     std::snprintf(index, sizeof(index), "%06zu", paths_.size());
     const std::string path = prefix_ + index + ".bin";
+    paths_.push_back(path);  // first: a failed write is still removed with the others
     write_token_shard(path, buf_, width_);
-    paths_.push_back(path);
+    counts_.push_back(static_cast<int64_t>(buf_.size()));
     buf_.clear();
   }
 
@@ -142,8 +161,90 @@ class ShardWriter {
   int64_t shard_tokens_;
   int width_;
   std::vector<std::string>& paths_;
+  std::vector<int64_t>& counts_;
   std::vector<uint32_t> buf_;
 };
+
+// Whether `file` (a name inside the output folder) is one of prepare's outputs for `name`: the manifest
+// NAME.json, a shard NAME_{train,val}_<digits>.bin, or a temporary of either (write_file_atomic writes
+// PATH.tmp.<pid> and renames it).
+bool is_own_output(const std::string& file, const std::string& name) {
+  const auto all_digits = [](std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const auto base_or_tmp = [&](std::string_view s, std::string_view base) {
+    if (s == base) return true;
+    return s.substr(0, base.size()) == base && s.substr(base.size(), 5) == ".tmp." && all_digits(s.substr(base.size() + 5));
+  };
+  std::string_view f = file;
+  if (f.substr(0, name.size()) != name) return false;
+  f.remove_prefix(name.size());
+  if (base_or_tmp(f, ".json")) return true;
+  for (std::string_view split : {"_train_", "_val_"}) {
+    if (f.substr(0, split.size()) != split) continue;
+    const std::string_view rest = f.substr(split.size());
+    const size_t dot = rest.find('.');
+    if (dot != std::string_view::npos && all_digits(rest.substr(0, dot)) && base_or_tmp(rest.substr(dot), ".bin"))
+      return true;
+  }
+  return false;
+}
+
+// The files prepare reads and must never write over, remove or replace: the inputs, and the tokenizer
+// (the file, or every file of its folder).
+std::vector<std::string> protected_files(const PrepareOptions& opts) {
+  std::vector<std::string> out = opts.inputs;
+  std::error_code ec;
+  if (fs::is_directory(opts.tokenizer, ec)) {
+    for (const auto& e : fs::directory_iterator(opts.tokenizer, ec))
+      if (e.is_regular_file(ec)) out.push_back(e.path().string());
+  } else {
+    out.push_back(opts.tokenizer);
+  }
+  return out;
+}
+
+// The outputs of an earlier preparation under the same name in out_dir (its manifest and shards, the ones
+// that manifest lists among them), which this one replaces.
+std::vector<fs::path> own_outputs(const fs::path& out_dir, const std::string& name) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(out_dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(out_dir))
+    if (is_own_output(e.path().filename().string(), name)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Fails, before anything is written, when an output (or an earlier output about to be removed) is one of
+// the inputs: by name inside out_dir, or the same file reached through another path or a link.
+void check_outputs_spare_inputs(const PrepareOptions& opts, const fs::path& manifest,
+                                const std::vector<fs::path>& stale) {
+  std::error_code ec;
+  for (const std::string& in : protected_files(opts)) {
+    const fs::path in_path(in);
+    const bool in_out_dir = fs::equivalent(in_path.has_parent_path() ? in_path.parent_path() : ".", opts.out_dir, ec);
+    const bool named_as_output = in_out_dir && is_own_output(in_path.filename().string(), opts.name);
+    const auto same = [&](const fs::path& p) { return fs::equivalent(in_path, p, ec); };
+    const fs::path* hit = same(manifest) ? &manifest : nullptr;
+    for (const auto& p : stale)
+      if (!hit && same(p)) hit = &p;
+    if (hit || named_as_output)
+      throw InvalidArgument(str_cat("data prepare: the output ", hit ? hit->string() : (fs::path(opts.out_dir) / in_path.filename()).string(),
+                                    " would overwrite the input ", in,
+                                    "; choose another --name or --out (outputs: NAME.json, NAME_train_*.bin, "
+                                    "NAME_val_*.bin)"));
+  }
+}
+
+// A path stored in the manifest: relative to the manifest's folder (absolute when there is no relative
+// path), so the data folder can be used from any working directory.
+std::string path_for_manifest(const std::string& p, const fs::path& manifest_dir) {
+  std::error_code ec;
+  const fs::path rel = fs::relative(p, manifest_dir, ec);
+  if (ec || rel.empty()) return fs::absolute(p).lexically_normal().string();
+  return rel.string();
+}
 
 }  // namespace
 
@@ -153,6 +254,9 @@ PrepareSummary prepare_data(const PrepareOptions& opts, const ThreadPool& pool) 
   LATHE_CHECK_ARG(opts.val_fraction >= 0 && opts.val_fraction < 1, "data prepare: val_fraction must be in [0, 1), got ",
                   opts.val_fraction);
   LATHE_CHECK_ARG(opts.shard_tokens > 0 && opts.shard_tokens <= INT32_MAX, "data prepare: shard_tokens must be in [1, 2^31)");
+  LATHE_CHECK_ARG(!opts.name.empty() && opts.name != "." && opts.name != ".." &&
+                      opts.name.find('/') == std::string::npos && opts.name.find('\\') == std::string::npos,
+                  "data prepare: --name must be a plain file name (no '/', not '.' or '..'), got '", opts.name, "'");
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(opts.tokenizer);
 
   PrepareSummary sum;
@@ -176,62 +280,94 @@ PrepareSummary prepare_data(const PrepareOptions& opts, const ThreadPool& pool) 
                                   " names no BOS or EOS token; choose the document delimiter with --delimiter TOKEN"));
   }
 
+  DocumentReader reader(opts);  // checks that every input exists and is a regular file
+  std::error_code ec;
+  LATHE_CHECK_ARG(!fs::exists(opts.out_dir, ec) || fs::is_directory(opts.out_dir, ec), "data prepare: --out ",
+                  opts.out_dir, " is not a folder");
+  const fs::path manifest_path = fs::path(opts.out_dir) / (opts.name + ".json");
+  const std::vector<fs::path> stale = own_outputs(opts.out_dir, opts.name);
+  check_outputs_spare_inputs(opts, manifest_path, stale);
+
+  // Replace an earlier preparation under this name: its manifest first (a run cut short leaves no
+  // manifest describing shards that are gone), then its shards, so none of them mixes into this one.
   fs::create_directories(opts.out_dir);
+  for (const auto& p : stale)
+    if (p == manifest_path) fs::remove(p);
+  for (const auto& p : stale) fs::remove(p);
+
   const std::string base = (fs::path(opts.out_dir) / opts.name).string();
-  ShardWriter train(base + "_train_", opts.shard_tokens, sum.width, sum.train_shards);
-  ShardWriter val(base + "_val_", opts.shard_tokens, sum.width, sum.val_shards);
+  std::vector<int64_t> train_counts, val_counts;
+  ShardWriter train(base + "_train_", opts.shard_tokens, sum.width, sum.train_shards, train_counts);
+  ShardWriter val(base + "_val_", opts.shard_tokens, sum.width, sum.val_shards, val_counts);
   // Validation membership: hash of (seed, document index) below the fraction (exact in 2^-53 steps).
   const uint64_t val_key = derive_key(opts.seed, 0x76616cull);
   const auto is_val = [&](int64_t doc) {
     return static_cast<double>(mix64(val_key + static_cast<uint64_t>(doc)) >> 11) * 0x1.0p-53 < opts.val_fraction;
   };
 
-  DocumentReader reader(opts);
-  std::vector<std::string> docs;
-  std::vector<std::vector<uint32_t>> ids;
-  int64_t doc_index = 0;
-  while (true) {
-    docs.clear();
-    if (!reader.read_block(docs, 4096, 8 << 20)) break;
-    if (docs.empty()) break;
-    ids.assign(docs.size(), {});
-    pool.parallel_for(static_cast<int64_t>(docs.size()),
-                      [&](int64_t i, int) { ids[i] = tok.encode_ids(docs[i], /*add_special_tokens=*/false); });
-    for (size_t i = 0; i < docs.size(); ++i, ++doc_index) {
-      const uint32_t delim = static_cast<uint32_t>(sum.delimiter_id);
-      const bool v = is_val(doc_index);
-      ShardWriter& w = v ? val : train;
-      w.append({&delim, 1});
-      w.append(ids[i]);
-      (v ? sum.documents_val : sum.documents_train) += 1;
-      (v ? sum.tokens_val : sum.tokens_train) += static_cast<int64_t>(ids[i].size()) + 1;
+  try {
+    std::vector<std::string> docs;
+    std::vector<std::vector<uint32_t>> ids;
+    int64_t doc_index = 0;
+    while (true) {
+      docs.clear();
+      if (!reader.read_block(docs, 4096, 8 << 20)) break;
+      if (docs.empty()) break;
+      ids.assign(docs.size(), {});
+      pool.parallel_for(static_cast<int64_t>(docs.size()),
+                        [&](int64_t i, int) { ids[i] = tok.encode_ids(docs[i], /*add_special_tokens=*/false); });
+      for (size_t i = 0; i < docs.size(); ++i, ++doc_index) {
+        const uint32_t delim = static_cast<uint32_t>(sum.delimiter_id);
+        const bool v = is_val(doc_index);
+        ShardWriter& w = v ? val : train;
+        w.append({&delim, 1});
+        w.append(ids[i]);
+        (v ? sum.documents_val : sum.documents_train) += 1;
+        (v ? sum.tokens_val : sum.tokens_train) += static_cast<int64_t>(ids[i].size()) + 1;
+      }
+      if (opts.progress)
+        opts.progress({reader.bytes_done(), reader.bytes_total(), sum.documents_train + sum.documents_val,
+                       sum.tokens_train + sum.tokens_val});
     }
-    if (opts.progress)
-      opts.progress({reader.bytes_done(), reader.bytes_total(), sum.documents_train + sum.documents_val,
-                     sum.tokens_train + sum.tokens_val});
+    train.flush();
+    val.flush();
+    LATHE_CHECK_ARG(sum.documents_train + sum.documents_val > 0, "data prepare: the inputs hold no documents");
+  } catch (...) {
+    // No half preparation stays behind to be mistaken for data (pretrain would glob it without a manifest).
+    for (const auto& p : sum.train_shards) fs::remove(p, ec);
+    for (const auto& p : sum.val_shards) fs::remove(p, ec);
+    throw;
   }
-  train.flush();
-  val.flush();
-  LATHE_CHECK_ARG(sum.documents_train + sum.documents_val > 0, "data prepare: the inputs hold no documents");
 
   const auto names = [](const std::vector<std::string>& paths) {
     std::vector<std::string> out;
     for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
     return out;
   };
+  std::vector<std::string> inputs;
+  for (const auto& p : opts.inputs) inputs.push_back(path_for_manifest(p, opts.out_dir));
   json manifest = {
-      {"tokenizer", opts.tokenizer},
+      {"format", kManifestFormat},
+      {"tokenizer", path_for_manifest(opts.tokenizer, opts.out_dir)},
       {"vocab_size", sum.vocab_size},
       {"token_bytes", sum.width},
       {"delimiter", sum.delimiter},
       {"delimiter_id", sum.delimiter_id},
       {"seed", opts.seed},
       {"val_fraction", opts.val_fraction},
-      {"inputs", opts.inputs},
-      {"train", {{"documents", sum.documents_train}, {"tokens", sum.tokens_train}, {"shards", names(sum.train_shards)}}},
-      {"val", {{"documents", sum.documents_val}, {"tokens", sum.tokens_val}, {"shards", names(sum.val_shards)}}},
+      {"inputs", inputs},
+      {"train",
+       {{"documents", sum.documents_train},
+        {"tokens", sum.tokens_train},
+        {"shards", names(sum.train_shards)},
+        {"shard_tokens", train_counts}}},
+      {"val",
+       {{"documents", sum.documents_val},
+        {"tokens", sum.tokens_val},
+        {"shards", names(sum.val_shards)},
+        {"shard_tokens", val_counts}}},
   };
-  sum.manifest = base + ".json";
+  sum.manifest = manifest_path.string();
   write_file_atomic(sum.manifest, manifest.dump(2) + "\n");
   return sum;
 }

@@ -1,13 +1,15 @@
 #include "lathe/train/recipe.h"
 
-#include <yaml-cpp/yaml.h>
-
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/models/config.h"
 
 namespace lathe::train {
 
@@ -15,61 +17,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-json scalar_to_json(const YAML::Node& n) {
-  const std::string s = n.Scalar();
-  if (n.Tag() == "!") return s;  // quoted: always a string
-  static const std::regex int_re(R"([-+]?[0-9]+)");
-  static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  if (s == "null" || s == "~" || s.empty()) return nullptr;
-  if (std::regex_match(s, int_re)) return std::stoll(s);
-  if (std::regex_match(s, float_re)) return std::stod(s);
-  return s;
-}
-
-json node_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-      return nullptr;
-    case YAML::NodeType::Scalar:
-      return scalar_to_json(n);
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& item : n) out.push_back(node_to_json(item));
-      return out;
-    }
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : n) out[kv.first.as<std::string>()] = node_to_json(kv.second);
-      return out;
-    }
-    default:
-      return nullptr;
-  }
-}
-
-void emit(YAML::Emitter& e, const json& j) {
-  if (j.is_object()) {
-    e << YAML::BeginMap;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      e << YAML::Key << it.key() << YAML::Value;
-      emit(e, it.value());
-    }
-    e << YAML::EndMap;
-  } else if (j.is_array()) {
-    e << YAML::Flow << YAML::BeginSeq;
-    for (const auto& v : j) emit(e, v);
-    e << YAML::EndSeq;
-  } else if (j.is_string()) {
-    e << YAML::DoubleQuoted << j.get<std::string>();
-  } else if (j.is_null()) {
-    e << YAML::Null;
-  } else {
-    e << j.dump();  // numbers and booleans exactly as JSON writes them (round-trips doubles)
-  }
-}
 
 // Recursively merges `over` into `base` (objects merge key by key; anything else replaces).
 void merge(json& base, const json& over) {
@@ -113,8 +60,14 @@ class Reader {
         LATHE_CHECK_ARG(node->is_boolean(), "expected true or false");
       } else if constexpr (std::is_integral_v<T>) {
         LATHE_CHECK_ARG(node->is_number_integer(), "expected an integer");
+        // In range of the field's type: a value that does not fit must not wrap or truncate silently.
+        const bool fits = node->is_number_unsigned()
+                              ? node->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                              : std::in_range<T>(node->get<int64_t>());
+        LATHE_CHECK_ARG(fits, "out of range (", std::numeric_limits<T>::min(), " to ", std::numeric_limits<T>::max(),
+                        ")");
       } else if constexpr (std::is_floating_point_v<T>) {
-        LATHE_CHECK_ARG(node->is_number(), "expected a number");
+        LATHE_CHECK_ARG(node->is_number() && std::isfinite(node->get<double>()), "expected a finite number");
       } else if constexpr (std::is_same_v<T, std::string>) {
         LATHE_CHECK_ARG(node->is_string(), "expected a string");
       }
@@ -168,6 +121,30 @@ class Reader {
   json& tree_;
   std::string where_;
 };
+
+// Reports a key whose value breaks its rule as "<recipe>: key = value: rule".
+class RuleCheck {
+ public:
+  explicit RuleCheck(const std::string& where) : where_(where.empty() ? "recipe" : where) {}
+  template <class V>
+  void operator()(bool ok, const char* key, const V& value, const std::string& rule) const {
+    if (ok) return;
+    if constexpr (std::is_convertible_v<V, std::string>) {
+      throw InvalidArgument(str_cat(where_, ": ", key, " = '", std::string(value), "': ", rule));
+    } else {
+      throw InvalidArgument(str_cat(where_, ": ", key, " = ", value, ": ", rule));
+    }
+  }
+
+ private:
+  std::string where_;
+};
+
+bool one_of(const std::string& s, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (s == o) return true;
+  return false;
+}
 
 TrainConfig from_tree(json tree, const std::string& where) {
   TrainConfig c;
@@ -223,33 +200,87 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("samples.max_tokens", c.sample_tokens);
   r.reject_leftovers();
 
+  c.resolved["run"]["precision"] = c.precision;  // the run folder says which arithmetic made it
+  c.schedule.total_steps = c.steps;
+  c.recipe_path = where;
+  validate_recipe(c);
+  return c;
+}
+
+}  // namespace
+
+void validate_recipe(const TrainConfig& c) {
+  const std::string where = c.recipe_path.empty() ? "recipe" : c.recipe_path;
+  const RuleCheck check(where);
   LATHE_CHECK_ARG(c.model_base.empty() != c.model_config.is_null(), where,
                   ": set exactly one of model.base (a Hugging Face folder) or model.config (config.json inline)");
   LATHE_CHECK_ARG(c.model_config.is_null() || c.model_config.is_object(), where, ": model.config must be a mapping");
+  // run
+  check(!c.run_dir.empty(), "run.dir", c.run_dir, "must name a folder");
+  check(c.threads >= 0 && c.threads <= kMaxRecipeThreads, "run.threads", c.threads,
+        str_cat("must be in [0, ", kMaxRecipeThreads, "] (0: all cores)"));
+  check(c.log_every >= 1, "run.log_every", c.log_every, "must be at least 1");
+  check(one_of(c.precision, {"f32", "bf16"}), "run.precision", c.precision, "must be f32 or bf16");
+  check(one_of(c.overlap_allreduce, {"auto", "on", "off"}), "run.overlap_allreduce", c.overlap_allreduce,
+        "must be auto, on or off");
+  check(c.allreduce_bucket_mb > 0, "run.allreduce_bucket_mb", c.allreduce_bucket_mb, "must be positive");
+  check(c.zero == 0 || c.zero == 1, "run.zero", c.zero, "must be 0 or 1 (ZeRO-2/3 are out of scope)");
+  // data: B * T tokens of int32 ids per micro-batch
   LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (shards from `lathe data prepare`)");
-  LATHE_CHECK_ARG(c.seq_len > 0, where, ": data.seq_len must be positive");
-  LATHE_CHECK_ARG(c.batch_size > 0, where, ": data.batch_size must be positive");
-  LATHE_CHECK_ARG(c.grad_accum > 0, where, ": data.grad_accum must be positive");
-  LATHE_CHECK_ARG(c.steps > 0, where, ": schedule.steps must be positive");
-  LATHE_CHECK_ARG(c.grad_clip >= 0, where, ": optimizer.grad_clip must be >= 0");
-  LATHE_CHECK_ARG(c.log_every > 0, where, ": run.log_every must be positive");
-  LATHE_CHECK_ARG(c.overlap_allreduce == "auto" || c.overlap_allreduce == "on" || c.overlap_allreduce == "off", where,
-                  ": run.overlap_allreduce must be auto, on or off");
-  LATHE_CHECK_ARG(c.allreduce_bucket_mb > 0, where, ": run.allreduce_bucket_mb must be positive");
-  LATHE_CHECK_ARG(c.zero == 0 || c.zero == 1, where, ": run.zero must be 0 or 1 (ZeRO-2/3 are out of scope)");
-  LATHE_CHECK_ARG(c.eval_every >= 0 && c.checkpoint_every >= 0, where, ": eval.every and checkpoint.every must be >= 0");
-  LATHE_CHECK_ARG(c.keep_checkpoints >= 1, where, ": checkpoint.keep must be at least 1");
-  LATHE_CHECK_ARG(c.precision == "f32" || c.precision == "bf16", where, ": run.precision must be f32 or bf16, got ",
-                  c.precision);
-  c.resolved["run"]["precision"] = c.precision;  // the run folder says which arithmetic made it
-  c.schedule.total_steps = c.steps;
-  try {
+  check(c.seq_len >= 1, "data.seq_len", c.seq_len, "must be at least 1 (data.seq_len is required)");
+  check(c.batch_size >= 1, "data.batch_size", c.batch_size, "must be at least 1 (data.batch_size is required)");
+  check(c.batch_size <= INT32_MAX / c.seq_len, "data.batch_size", c.batch_size,
+        str_cat("times data.seq_len = ", c.seq_len, " must stay below 2^31 tokens per micro-batch"));
+  check(c.grad_accum >= 1, "data.grad_accum", c.grad_accum, "must be at least 1");
+  check(c.delimiter_id >= -1, "data.delimiter_id", c.delimiter_id, "must be a token id, or -1 (from the manifest)");
+  // optimizer
+  check(c.schedule.peak > 0, "optimizer.lr", c.schedule.peak, "must be positive");
+  check(c.adamw.beta1 >= 0 && c.adamw.beta1 < 1, "optimizer.beta1", c.adamw.beta1, "must be in [0, 1)");
+  check(c.adamw.beta2 >= 0 && c.adamw.beta2 < 1, "optimizer.beta2", c.adamw.beta2, "must be in [0, 1)");
+  check(c.adamw.eps > 0, "optimizer.eps", c.adamw.eps, "must be positive");
+  check(c.adamw.weight_decay >= 0, "optimizer.weight_decay", c.adamw.weight_decay, "must be >= 0");
+  check(c.grad_clip >= 0, "optimizer.grad_clip", c.grad_clip, "must be >= 0 (0: off)");
+  // schedule
+  check(one_of(c.schedule.kind, {"constant", "cosine", "linear", "wsd"}), "schedule.kind", c.schedule.kind,
+        "must be constant, cosine, linear or wsd");
+  check(c.steps >= 1, "schedule.steps", c.steps, "must be at least 1 (schedule.steps is required)");
+  check(c.schedule.warmup_steps >= 0 && c.schedule.warmup_steps <= c.steps, "schedule.warmup_steps",
+        c.schedule.warmup_steps, str_cat("must be in [0, schedule.steps = ", c.steps, "]"));
+  check(c.schedule.final_fraction >= 0 && c.schedule.final_fraction <= 1, "schedule.final_fraction",
+        c.schedule.final_fraction, "must be in [0, 1]");
+  check(c.schedule.decay_fraction >= 0 && c.schedule.decay_fraction <= 1, "schedule.decay_fraction",
+        c.schedule.decay_fraction, "must be in [0, 1]");
+  check(one_of(c.schedule.decay_style, {"1-sqrt", "linear", "cosine"}), "schedule.decay_style", c.schedule.decay_style,
+        "must be 1-sqrt, linear or cosine");
+  // evaluation: with validation data, at least one batch (a mean over none is NaN in metrics.jsonl)
+  check(c.eval_every >= 0, "eval.every", c.eval_every, "must be >= 0 (0: only at the end)");
+  check(c.eval_batches >= (c.val_data.empty() ? 0 : 1), "eval.batches", c.eval_batches,
+        "must be at least 1 when data.val is set (leave data.val out to skip evaluation)");
+  check(c.target_val_loss >= 0, "eval.target_val_loss", c.target_val_loss, "must be >= 0 (0: none)");
+  // checkpoints
+  check(c.checkpoint_every >= 0, "checkpoint.every", c.checkpoint_every, "must be >= 0 (0: only at the end)");
+  check(c.keep_checkpoints >= 1, "checkpoint.keep", c.keep_checkpoints, "must be at least 1");
+  // samples
+  check(c.sample_tokens >= 1, "samples.max_tokens", c.sample_tokens, "must be at least 1");
+  try {  // the schedule's own rules (a backstop: every one of them is checked above with its key)
     c.schedule.validate();
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(str_cat(where, ": ", e.what()));
   }
-  return c;
 }
+
+void validate_recipe_for_model(const TrainConfig& c, const ModelConfig& m) {
+  if (m.max_positions <= 0) return;  // the family sets no context limit
+  const RuleCheck check(c.recipe_path);
+  check(c.seq_len <= m.max_positions, "data.seq_len", c.seq_len,
+        str_cat("exceeds the model's context (max_position_embeddings = ", m.max_positions, ")"));
+  // A sample is the opening delimiter (and the prompt's tokens) plus max_tokens generated ones.
+  check(c.sample_prompts.empty() || c.sample_tokens < m.max_positions, "samples.max_tokens", c.sample_tokens,
+        str_cat("leaves no room for the prompt in the model's context (max_position_embeddings = ", m.max_positions,
+                ")"));
+}
+
+namespace {
 
 void apply_overrides(json& tree, const std::vector<std::string>& overrides) {
   for (const std::string& o : overrides) {
@@ -273,21 +304,6 @@ void apply_overrides(json& tree, const std::vector<std::string>& overrides) {
 }
 
 }  // namespace
-
-json yaml_to_json(const std::string& yaml_text, const std::string& where) {
-  try {
-    return node_to_json(YAML::Load(yaml_text));
-  } catch (const YAML::Exception& e) {
-    throw FormatError(str_cat(where, ": invalid YAML at line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ",
-                              e.msg));
-  }
-}
-
-std::string json_to_yaml(const json& j) {
-  YAML::Emitter e;
-  emit(e, j);
-  return std::string(e.c_str()) + "\n";
-}
 
 TrainConfig parse_recipe(const std::string& yaml_text, const std::vector<std::string>& overrides,
                          const std::string& where) {

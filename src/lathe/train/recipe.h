@@ -12,6 +12,10 @@
 #include "lathe/train/adamw.h"
 #include "lathe/train/lr_schedule.h"
 
+namespace lathe {
+struct ModelConfig;
+}
+
 namespace lathe::train {
 
 struct TrainConfig {
@@ -63,16 +67,27 @@ struct TrainConfig {
   int64_t sample_tokens = 32;
 
   nlohmann::json resolved;  // the whole recipe after overrides, as saved in the run folder
+  std::string recipe_path;  // where the recipe came from (error messages)
 };
 
-// Reads a recipe file and applies overrides ("optimizer.lr=1e-3", "model.config.num_hidden_layers=4").
+inline constexpr int kMaxRecipeThreads = 4096;  // run.threads above this is a typo, not a machine
+
+// Checks every key of a resolved recipe (ranges, positivity, choices); throws InvalidArgument naming the
+// recipe, the key and its value. load_recipe / parse_recipe call it.
+void validate_recipe(const TrainConfig& c);
+// The checks that need the model's config (data.seq_len and samples.max_tokens against its context); the
+// trainer calls it once the model is known, before the first step.
+void validate_recipe_for_model(const TrainConfig& c, const ModelConfig& m);
+
+// Reads a recipe file (keys checked as validate_recipe says) and applies overrides ("optimizer.lr=1e-3", "model.config.num_hidden_layers=4").
 // A recipe may name a parent with `base_recipe: other.yaml` (relative to itself); its keys are defaults.
 TrainConfig load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from YAML text (tests).
 TrainConfig parse_recipe(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                          const std::string& where = "recipe");
 
-// YAML text -> JSON value (scalars typed as YAML 1.2 core: int, float, bool, null, else string).
+// YAML text -> JSON value (scalars typed as YAML 1.2 core: int, float, bool, null, else string). Only the
+// first document; aliases, repeated keys and non-string keys are FormatErrors naming the line (recipe_yaml.cc).
 nlohmann::json yaml_to_json(const std::string& yaml_text, const std::string& where);
 std::string json_to_yaml(const nlohmann::json& j);
 

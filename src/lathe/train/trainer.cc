@@ -234,9 +234,7 @@ TrainResult Trainer::run(StartMode mode) {
     model_owner = Model::create(cfg_.model_config.dump(2), cfg_.seed);
   }
   Model& model = *model_owner;
-  LATHE_CHECK_ARG(cfg_.seq_len <= model.config().max_positions || model.config().max_positions <= 0, cfg_.run_dir,
-                  ": data.seq_len ", cfg_.seq_len, " exceeds the model's max_position_embeddings ",
-                  model.config().max_positions);
+  validate_recipe_for_model(cfg_, model.config());  // data.seq_len, samples.max_tokens vs the context
   model.set_requires_grad(true);
   model.set_recompute_layers(cfg_.recompute_layers);
   // ZeRO-1 (train/zero.h): this rank keeps and updates the optimizer state of its range of elements only.
@@ -294,7 +292,7 @@ TrainResult Trainer::run(StartMode mode) {
       delimiter = manifest["delimiter_id"].get<int32_t>();
     }
   }
-  DataLoader train(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train"),
+  DataLoader train(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train", say),
                                      .seq_len = cfg_.seq_len,
                                      .seed = cfg_.seed,
                                      .shuffle = cfg_.shuffle,
@@ -303,7 +301,7 @@ TrainResult Trainer::run(StartMode mode) {
   train.seek(state.data_cursor);
   std::unique_ptr<DataLoader> val;  // none without validation data
   if (!cfg_.val_data.empty())
-    val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val"),
+    val = std::make_unique<DataLoader>(DataLoaderOptions{.shards = find_shards(cfg_.val_data, "val", say),
                                                          .seq_len = cfg_.seq_len,
                                                          .shuffle = false,
                                                          .vocab_limit = vocab,

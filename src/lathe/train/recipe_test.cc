@@ -1,0 +1,136 @@
+#include "lathe/train/recipe.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "lathe/base/error.h"
+#include "lathe/models/config.h"
+
+namespace lathe::train {
+namespace {
+
+// The smallest recipe that validates; tests add or override one key.
+const char* kMinimal =
+    "model: {config: {model_type: llama}}\n"
+    "data: {train: d/x, val: d/x, seq_len: 16, batch_size: 2}\n"
+    "schedule: {steps: 10}\n";
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_recipe(yaml, overrides, "r.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RecipeYaml, ScalarsAreTypedAsYamlCore) {
+  const auto j = yaml_to_json("a: 1\nb: -2.5e3\nc: true\nd: ~\ne: '7'\nf: x y\ng: [1, \"2\"]\n", "t");
+  EXPECT_EQ(j["a"], 1);
+  EXPECT_EQ(j["b"], -2500.0);
+  EXPECT_EQ(j["c"], true);
+  EXPECT_TRUE(j["d"].is_null());
+  EXPECT_EQ(j["e"], "7");
+  EXPECT_EQ(j["f"], "x y");
+  EXPECT_EQ(j["g"], nlohmann::json::parse(R"([1, "2"])"));
+  EXPECT_EQ(yaml_to_json(json_to_yaml(j), "t"), j);  // what the run folder saves reads back the same
+}
+
+TEST(RecipeYaml, AliasesAreRefusedWhereTheyAppear) {
+  // An anchor alone is harmless; an alias (the "billion laughs" expansion) is an error with its line.
+  EXPECT_EQ(yaml_to_json("a: &x 1\nb: 2\n", "t")["a"], 1);
+  try {
+    yaml_to_json("a: &x [1, 2]\nb:\n  c: *x\n", "t.yaml");
+    ADD_FAILURE() << "accepted an alias";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.yaml: line 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("aliases"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(yaml_to_json("base: &b {lr: 1}\nopt:\n  <<: *b\n", "t"), FormatError);  // merge keys use aliases
+}
+
+TEST(RecipeYaml, DuplicateKeysNameTheKeyAndBothLines) {
+  try {
+    yaml_to_json("data:\n  seq_len: 8\n  batch_size: 2\n  seq_len: 16\n", "t.yaml");
+    ADD_FAILURE() << "accepted a duplicate key";
+  } catch (const FormatError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("duplicate key 'seq_len'"), std::string::npos) << m;
+    EXPECT_NE(m.find("line 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("first at line 2"), std::string::npos) << m;
+  }
+  EXPECT_THROW(yaml_to_json("{a: 1, a: 2}", "t"), FormatError);  // flow style too
+  // The same name in two different mappings is not a duplicate.
+  EXPECT_NO_THROW(yaml_to_json("x: {a: 1}\ny: {a: 2}\n", "t"));
+}
+
+TEST(RecipeYaml, MalformedTextIsAFormatErrorWithTheLine) {
+  for (const std::string bad : {"a: 99999999999999999999\n", "a: 1e999\n", "a: 1\nb: \"\xff\"\n", "[a]: 1\n",
+                                "a: 1\n---\nb: 2\n", "a: [1, 2\n", "a: \"\\ud800\"\n"}) {
+    SCOPED_TRACE(bad);
+    try {
+      yaml_to_json(bad, "t.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("t.yaml"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(RecipeValidate, EveryKeyIsCheckedWithItsNameAndValue) {
+  ASSERT_EQ(error_of(kMinimal), "");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"eval.batches=0", "r.yaml: eval.batches = 0: must be at least 1"},
+      {"run.threads=-3", "r.yaml: run.threads = -3"},
+      {"run.threads=5000000000", "r.yaml: run.threads = 5000000000: out of range"},
+      {"checkpoint.keep=3000000000", "checkpoint.keep"},
+      {"run.seed=-1", "run.seed = -1: out of range"},
+      {"optimizer.lr=0", "optimizer.lr = 0"},
+      {"optimizer.beta1=1.5", "optimizer.beta1"},
+      {"schedule.warmup_steps=11", "schedule.warmup_steps = 11"},
+      {"schedule.decay_style=sqrt", "schedule.decay_style = 'sqrt'"},
+      {"run.precision=fp16", "run.precision = 'fp16'"},
+      {"samples.max_tokens=-1", "samples.max_tokens"},
+      {"data.seq_len=100000", ""},  // fine here: the context is checked against the model
+      {"data.batch_size=1000000 data.seq_len=100000", "data.batch_size"},
+      {"optimizer.lr=abc", "optimizer.lr"},
+  };
+  for (const auto& [override, want] : cases) {
+    SCOPED_TRACE(override);
+    std::vector<std::string> o;
+    for (size_t s = 0, e; s < override.size(); s = e + 1) {
+      e = override.find(' ', s);
+      if (e == std::string::npos) e = override.size();
+      o.push_back(override.substr(s, e - s));
+    }
+    const std::string got = error_of(kMinimal, o);
+    if (want.empty()) EXPECT_EQ(got, "");
+    else EXPECT_NE(got.find(want), std::string::npos) << got;
+  }
+  // Without validation data, eval.batches may be 0 (there is nothing to evaluate).
+  EXPECT_EQ(error_of(kMinimal, {"data.val=null", "eval.batches=0"}), "");
+}
+
+TEST(RecipeValidate, ContextLimitsComeFromTheModel) {
+  TrainConfig c = parse_recipe(kMinimal, {"samples.prompts=[hi]", "samples.max_tokens=64"}, "r.yaml");
+  ModelConfig m;
+  m.max_positions = 64;
+  try {
+    validate_recipe_for_model(c, m);
+    ADD_FAILURE() << "accepted samples.max_tokens = the whole context";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("r.yaml: samples.max_tokens = 64"), std::string::npos) << e.what();
+  }
+  c.sample_tokens = 63;
+  EXPECT_NO_THROW(validate_recipe_for_model(c, m));
+  c.seq_len = 65;
+  EXPECT_THROW(validate_recipe_for_model(c, m), InvalidArgument);
+  c.sample_prompts.clear();  // no samples: max_tokens is not used
+  c.sample_tokens = 1000;
+  c.seq_len = 64;
+  EXPECT_NO_THROW(validate_recipe_for_model(c, m));
+}
+
+}  // namespace
+}  // namespace lathe::train
