@@ -11,6 +11,7 @@ namespace lathe {
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   LATHE_CHECK_ARG(!prompt.empty(), "[generate] empty prompt");
   LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0");
+  check_token_ids(prompt, model.config().vocab_size, "[generate] prompt");
   NoGradGuard no_grad;
   using clock = std::chrono::steady_clock;
   GenerateResult r;
