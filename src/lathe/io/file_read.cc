@@ -40,7 +40,13 @@ RegularFile open_regular_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; on a regular
   // file it changes nothing (regular-file reads never block in the O_NONBLOCK sense).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};  // a socket cannot be opened at all (ENXIO): say what it is
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+    throw IoError(str_cat(path, ": cannot open: ", std::strerror(err)));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;

@@ -121,7 +121,7 @@ void validate_config(const ModelConfig& c) {
     LATHE_CHECK_ARG(std::isfinite(c.partial_rotary_factor) && c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
                     "config.json: 'partial_rotary_factor' must be in (0, 1], got ", c.partial_rotary_factor);
     const int64_t rotary = static_cast<int64_t>(static_cast<double>(head_dim) * c.partial_rotary_factor);
-    LATHE_CHECK_ARG(rotary >= 2 && rotary % 2 == 0, "config.json: the rotary dims, head size ", head_dim,
+    LATHE_CHECK_ARG(rotary >= 2 && rotary % 2 == 0, "config.json: the rotary dims, '", k.head_dim, "' ", head_dim,
                     " x 'partial_rotary_factor' ", c.partial_rotary_factor, " = ", rotary, ", must be even and >= 2");
     check_rope(c.rope, "rope_theta");
     check_rope(c.local_rope, "rope_local_base_freq");
