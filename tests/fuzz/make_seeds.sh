@@ -3,13 +3,14 @@
 #   OUT/tokenizer      the strings of tests/fixtures/tokenizers/corpus.json and the encode-case inputs,
 #                      the special tokens of each tokenizer, and a few invalid UTF-8 byte strings;
 #   OUT/chat_template  the chat templates of the real tokenizer_config.json files, the snippets under
-#                      tests/fuzz/seeds/chat_template/, and the fixture chat-template test cases' templates.
+#                      tests/fuzz/seeds/chat_template/, and the fixture chat-template test cases' templates;
+#   OUT/config         the fixture models' config.json files and the configs under tests/fuzz/seeds/config/.
 # Usage: tests/fuzz/make_seeds.sh [OUT_DIR=build/fuzz/seeds] [TOKENIZERS_DIR=$LATHE_TOKENIZERS or ~/.cache/lathe/tokenizers]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/build/fuzz/seeds}
 toks=${2:-${LATHE_TOKENIZERS:-$HOME/.cache/lathe/tokenizers}}
-mkdir -p "$out/tokenizer" "$out/chat_template"
+mkdir -p "$out/tokenizer" "$out/chat_template" "$out/config"
 python3 - "$root" "$out" "$toks" <<'EOF'
 import glob, hashlib, json, os, sys
 root, out, toks = sys.argv[1:4]
@@ -52,5 +53,8 @@ for b in (b"\xff", b"\xc3", b"a\x80b", b"\xe2\x82", b"\xed\xa0\x80x", b"\xf0\x9f
     put("tokenizer", b)
 for p in sorted(glob.glob(os.path.join(root, "tests/fuzz/seeds/chat_template/*"))):
     put("chat_template", open(p, "rb").read())
+for p in sorted(glob.glob(os.path.join(root, "tests/fixtures/models/*/config.json")) +
+                glob.glob(os.path.join(root, "tests/fuzz/seeds/config/*.json"))):
+    put("config", open(p, "rb").read())
 EOF
-echo "seeds: $(ls "$out/tokenizer" | wc -l) tokenizer, $(ls "$out/chat_template" | wc -l) chat_template -> $out"
+echo "seeds: $(ls "$out/tokenizer" | wc -l) tokenizer, $(ls "$out/chat_template" | wc -l) chat_template, $(ls "$out/config" | wc -l) config -> $out"
