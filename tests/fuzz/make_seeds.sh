@@ -6,12 +6,13 @@
 #                      tests/fuzz/seeds/chat_template/, and the fixture chat-template test cases' templates;
 #   OUT/recipe         the shipped recipes/*.yaml, some with NUL-separated key=value overrides appended (the
 #                      recipe_fuzz input format), and a few YAML shapes recipes refuse (aliases, repeated keys).
+#   OUT/config         the fixture models' config.json files and the configs under tests/fuzz/seeds/config/.
 # Usage: tests/fuzz/make_seeds.sh [OUT_DIR=build/fuzz/seeds] [TOKENIZERS_DIR=$LATHE_TOKENIZERS or ~/.cache/lathe/tokenizers]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$root/build/fuzz/seeds}
 toks=${2:-${LATHE_TOKENIZERS:-$HOME/.cache/lathe/tokenizers}}
-mkdir -p "$out/tokenizer" "$out/chat_template" "$out/recipe"
+mkdir -p "$out/tokenizer" "$out/chat_template" "$out/recipe" "$out/config"
 python3 - "$root" "$out" "$toks" <<'EOF'
 import glob, hashlib, json, os, sys
 root, out, toks = sys.argv[1:4]
@@ -62,6 +63,9 @@ for b in (b"a: &x [1, 2]\nb: *x\n", b"data: {seq_len: 8, seq_len: 9}\n", b"base:
           b"run:\n  threads: 99999999999999999999\n", b"optimizer: {lr: 1e999}\n", b"[[[[[[[[]]]]]]]]\n",
           b"a: 1\n---\nb: 2\n", b"? [a]\n: 1\n", b"a: \"\\ud800\"\n"):
     put("recipe", b)
+for p in sorted(glob.glob(os.path.join(root, "tests/fixtures/models/*/config.json")) +
+                glob.glob(os.path.join(root, "tests/fuzz/seeds/config/*.json"))):
+    put("config", open(p, "rb").read())
 EOF
 echo "seeds: $(ls "$out/tokenizer" | wc -l) tokenizer, $(ls "$out/chat_template" | wc -l) chat_template," \
-  "$(ls "$out/recipe" | wc -l) recipe -> $out"
+  "$(ls "$out/recipe" | wc -l) recipe, $(ls "$out/config" | wc -l) config -> $out"

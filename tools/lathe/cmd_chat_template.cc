@@ -2,12 +2,12 @@
 // tokenizer_config.json), exactly as transformers' apply_chat_template(tokenize=False) would.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/jinja/chat_template.h"
 
 namespace lathe::cli {
@@ -36,14 +36,9 @@ int cmd_chat_template(int argc, char** argv) {
   }
   fs::path p(a.positional[0]);
   const fs::path config_path = fs::is_directory(p) ? p / "tokenizer_config.json" : p.parent_path() / "tokenizer_config.json";
-  LATHE_CHECK_ARG(fs::exists(config_path), config_path.string(), ": not found (the chat template lives there)");
-  ordered_json config, input;
-  try {
-    std::ifstream in(config_path);
-    config = ordered_json::parse(in);
-  } catch (const ordered_json::exception& e) {
-    throw FormatError(str_cat(config_path.string(), ": not valid JSON: ", e.what()));
-  }
+  LATHE_CHECK_ARG(fs::exists(fs::symlink_status(config_path)), config_path.string(),
+                  ": not found (the chat template lives there)");
+  ordered_json config = read_ordered_json_object_file(config_path.string()), input;
   config.erase("added_tokens_decoder");  // large and never read by templates
   try {
     input = ordered_json::parse(std::string(std::istreambuf_iterator<char>(std::cin), {}));

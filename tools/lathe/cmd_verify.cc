@@ -33,6 +33,31 @@ Diff compare(const Tensor& a, const Tensor& r) {
   return d;
 }
 
+// input_ids [B, T] of integer dtype, every id inside the vocabulary, T >= min_t -> int32 [B, T].
+Tensor reference_input_ids(const SafetensorsFile& ref, int64_t vocab_size, int64_t min_t) {
+  LATHE_CHECK_ARG(ref.contains("input_ids"), ref.path(), ": no 'input_ids' tensor (int [B, T])");
+  const SafetensorsEntry& e = ref.entry("input_ids");
+  LATHE_CHECK_ARG(e.dtype == DType::kI32 || e.dtype == DType::kI64, ref.path(), ": 'input_ids' must be I32 or I64, got ",
+                  dtype_name(e.dtype));
+  LATHE_CHECK_ARG(e.shape.size() == 2 && e.shape[0] >= 1 && e.shape[1] >= min_t, ref.path(),
+                  ": 'input_ids' must be [B, T] with B >= 1 and T >= ", min_t, ", got ", shape_str(e.shape));
+  const Tensor t = ref.tensor("input_ids").contiguous();
+  std::vector<int64_t> ids(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = e.dtype == DType::kI64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+  check_token_ids(ids, vocab_size, ref.path() + ": 'input_ids'");
+  return Tensor::from_data_i32(e.shape, std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
+// A reference tensor to compare against: a float dtype and exactly the shape `want` (checked before its
+// bytes are read, so a short or empty tensor is an error, not an over-read).
+void check_reference(const SafetensorsFile& ref, const SafetensorsEntry& e, const Shape& want, const std::string& of) {
+  LATHE_CHECK_ARG(dtype_is_float(e.dtype), ref.path(), ": '", e.name, "' must be F32, BF16 or F16, got ",
+                  dtype_name(e.dtype));
+  LATHE_CHECK_ARG(e.shape == want, ref.path(), ": '", e.name, "' has shape ", shape_str(e.shape), " but ", of, " is ",
+                  shape_str(want));
+}
+
 }  // namespace
 
 const CommandSpec& verify_spec() {
@@ -42,7 +67,8 @@ const CommandSpec& verify_spec() {
       .brief = "compare logits (and grad.* gradients) with a reference file",
       .summary = "Runs the model in f32 on REFERENCE's input_ids [B, T] and compares its logits [B, T, V] and its\n"
                  "grad.<param name> tensors (gradients of the mean next-token cross-entropy) when present.\n"
-                 "Exits 1 when logits differ by more than atol or a gradient's ||diff||/||ref|| exceeds grad-rtol.\n",
+                 "Exits 1 when logits differ by more than atol or a gradient's ||diff||/||ref|| exceeds grad-rtol,\n"
+                 "and when the reference is malformed or holds nothing to compare.\n",
       .options = {
           {"--atol", "A", "largest absolute logit error, >= 0 (default: 1e-4)"},
           {"--grad-rtol", "R", "largest ||ours - ref|| / ||ref|| per gradient, >= 0 (default: 1e-3)"},
@@ -62,44 +88,55 @@ int cmd_verify(int argc, char** argv) {
   ContextScope scope(ctx);
 
   auto model = Model::load(a.positional[0], {.force_f32 = true});
-  SafetensorsFile ref = SafetensorsFile::open(a.positional[1]);
-  LATHE_CHECK_ARG(ref.contains("input_ids"), a.positional[1], ": no 'input_ids' tensor");
-  const Tensor ids = ref.tensor("input_ids").to(DType::kI32);
+  const SafetensorsFile ref = SafetensorsFile::open(a.positional[1]);
+  // Everything the reference holds is checked before the model runs: a misnamed or misshapen tensor
+  // is an error, and a reference with nothing to compare never reports PASS.
+  std::vector<const SafetensorsEntry*> grad_entries;
+  for (const auto& e : ref.entries())
+    if (e.name.starts_with("grad.")) grad_entries.push_back(&e);
+  const bool has_logits = ref.contains("logits");
+  LATHE_CHECK_ARG(has_logits || !grad_entries.empty(), a.positional[1],
+                  ": holds neither 'logits' nor any 'grad.<parameter>' tensor: nothing to compare");
+  const Tensor ids = reference_input_ids(ref, model->config().vocab_size, grad_entries.empty() ? 1 : 2);
+  if (has_logits)
+    check_reference(ref, ref.entry("logits"), {ids.size(0), ids.size(1), model->config().vocab_size},
+                    "the model's logits [B, T, V]");
+  std::map<std::string, Shape> param_shapes;
+  for (const TensorBinding& b : model->bindings()) param_shapes[b.name] = b.shape;
+  for (const SafetensorsEntry* e : grad_entries) {
+    auto it = param_shapes.find(e->name.substr(5));
+    if (it != param_shapes.end()) check_reference(ref, *e, it->second, "parameter '" + it->first + "'");
+  }
   bool ok = true;
   std::printf("%-60s %12s %12s %12s  %s\n", "tensor", "max_abs", "max_rel", "norm_rel", "status");
-  if (ref.contains("logits")) {
+  if (has_logits) {
     NoGradGuard no_grad;
     const Tensor logits = model->forward(ids);
-    const Tensor want = ref.tensor("logits");
-    LATHE_CHECK_ARG(logits.shape() == want.shape(), a.positional[1], ": logits shape ", shape_str(want.shape()),
-                    " but the model gives ", shape_str(logits.shape()));
-    const Diff d = compare(logits, want);
+    const Diff d = compare(logits, ref.tensor("logits"));
     const bool pass = d.max_abs <= atol;
     ok = ok && pass;
     std::printf("%-60s %12.3e %12.3e %12.3e  %s\n", "logits", d.max_abs, d.max_rel, d.norm_rel, pass ? "ok" : "FAIL");
   }
-  bool any_grad = false;
-  for (const auto& e : ref.entries()) any_grad = any_grad || e.name.rfind("grad.", 0) == 0;
-  if (any_grad) {
+  if (!grad_entries.empty()) {
     model->set_requires_grad(true);
     const Tensor loss = model->next_token_loss(ids);
     backward(loss);
     std::printf("%-60s %12.6f\n", "loss (mean next-token cross-entropy)", loss.item());
     std::map<std::string, Tensor> grads;
     for (auto& [name, g] : model->gradients_by_name()) grads[name] = g;
-    for (const auto& e : ref.entries()) {
-      if (e.name.rfind("grad.", 0) != 0) continue;
-      const std::string pname = e.name.substr(5);
+    for (const SafetensorsEntry* e : grad_entries) {
+      const std::string pname = e->name.substr(5);
       auto it = grads.find(pname);
       if (it == grads.end()) {
-        std::printf("%-60s %12s %12s %12s  %s\n", pname.c_str(), "-", "-", "-", "FAIL (no such parameter)");
+        std::printf("%-60s %12s %12s %12s  %s\n", e->name.c_str(), "-", "-", "-",
+                    param_shapes.count(pname) ? "FAIL (no gradient)" : "FAIL (no such parameter)");
         ok = false;
         continue;
       }
-      const Diff d = compare(it->second, ref.tensor(e.name));
-      const bool pass = it->second.shape() == e.shape && d.norm_rel <= grad_rtol;
+      const Diff d = compare(it->second, ref.tensor(e->name));
+      const bool pass = d.norm_rel <= grad_rtol;
       ok = ok && pass;
-      std::printf("%-60s %12.3e %12.3e %12.3e  %s\n", ("grad." + pname).c_str(), d.max_abs, d.max_rel, d.norm_rel,
+      std::printf("%-60s %12.3e %12.3e %12.3e  %s\n", e->name.c_str(), d.max_abs, d.max_rel, d.norm_rel,
                   pass ? "ok" : "FAIL");
     }
   }

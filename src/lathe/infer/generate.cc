@@ -18,6 +18,7 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   LATHE_CHECK_ARG(n_ctx <= 0 || n_total <= n_ctx, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
                   opts.max_new_tokens, ") = ", n_total, " exceeds the model's context of ", n_ctx,
                   " positions (max_position_embeddings)");
+  check_token_ids(prompt, model.config().vocab_size, "[generate] prompt");
   NoGradGuard no_grad;
   using clock = std::chrono::steady_clock;
   GenerateResult r;

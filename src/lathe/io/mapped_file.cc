@@ -10,20 +10,16 @@
 #include <filesystem>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 
 namespace lathe {
 
 MappedFile MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw IoError(str_cat(path, ": not a regular file"));
-  }
+  const RegularFile rf = open_regular_file(path);
+  const int fd = rf.fd;
   MappedFile f;
   f.path = path;
-  f.size = static_cast<size_t>(st.st_size);
+  f.size = rf.size;
   if (f.size == 0) {
     ::close(fd);
     return f;

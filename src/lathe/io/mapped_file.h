@@ -12,7 +12,8 @@ struct MappedFile {
   const char* data = nullptr;
   size_t size = 0;
   std::shared_ptr<void> owner;  // unmaps on release
-  static MappedFile open(const std::string& path);  // throws IoError naming the path
+  // Throws IoError naming the path (also for a FIFO, folder or device: open_regular_file).
+  static MappedFile open(const std::string& path);
 };
 
 // fsync of a file or a folder (a folder: makes renames and new entries inside it durable). Throws IoError.

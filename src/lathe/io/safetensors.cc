@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -180,42 +180,43 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 CheckpointReader CheckpointReader::open_dir(const std::string& dir) {
   CheckpointReader r;
   LATHE_CHECK_ARG(fs::is_directory(dir), dir, ": not a directory");
-  std::vector<std::string> shard_files;
-  std::string index_path;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string fname = entry.path().filename().string();
-    if (fname.size() > 23 && fname.ends_with(".safetensors.index.json")) index_path = entry.path().string();
-  }
-  if (!index_path.empty()) {
-    json idx;
-    try {
-      std::ifstream in(index_path);
-      idx = json::parse(in);
-    } catch (const json::exception& e) {
-      throw FormatError(str_cat(index_path, ": not valid JSON: ", e.what()));
-    }
-    LATHE_CHECK_FORMAT(idx.is_object() && idx.contains("weight_map") && idx["weight_map"].is_object(), index_path,
-                       ": no weight_map object");
-    std::map<std::string, size_t> file_ids;
-    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-      LATHE_CHECK_FORMAT(it.value().is_string(), index_path, ": weight_map entry '", it.key(), "' is not a file name");
-      const std::string shard = it.value().get<std::string>();
-      LATHE_CHECK_FORMAT(shard.find('/') == std::string::npos, index_path, ": shard name '", shard, "' must be a plain file name");
-      if (!file_ids.count(shard)) {
-        file_ids[shard] = r.files_.size();
-        r.files_.push_back(SafetensorsFile::open((fs::path(dir) / shard).string()));
-      }
-      const SafetensorsFile& f = r.files_[file_ids[shard]];
-      LATHE_CHECK_FORMAT(f.contains(it.key()), index_path, ": tensor '", it.key(), "' is mapped to ", shard,
-                         " which does not contain it");
-      r.where_[it.key()] = file_ids[shard];
-    }
+  // A single model.safetensors wins over an index, as in transformers (a folder holding both is usually
+  // a re-saved model whose old shards were left behind).
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(fs::symlink_status(single))) {  // also a dangling link: fails naming it
+    r.files_.push_back(SafetensorsFile::open(single.string()));
+    for (const SafetensorsEntry& e : r.files_[0].entries()) r.where_[e.name] = 0;
     return r;
   }
-  const fs::path single = fs::path(dir) / "model.safetensors";
-  LATHE_CHECK_ARG(fs::exists(single), dir, ": no model.safetensors or *.safetensors.index.json");
-  r.files_.push_back(SafetensorsFile::open(single.string()));
-  for (const SafetensorsEntry& e : r.files_[0].entries()) r.where_[e.name] = 0;
+  std::vector<std::string> index_paths;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.size() > 23 && fname.ends_with(".safetensors.index.json")) index_paths.push_back(entry.path().string());
+  }
+  LATHE_CHECK_ARG(!index_paths.empty(), dir, ": no model.safetensors or *.safetensors.index.json");
+  std::sort(index_paths.begin(), index_paths.end());
+  const std::string standard = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (std::find(index_paths.begin(), index_paths.end(), standard) != index_paths.end()) index_paths = {standard};
+  LATHE_CHECK_ARG(index_paths.size() == 1, dir, ": several checkpoint indexes (", index_paths[0], ", ", index_paths[1],
+                  "); keep one");
+  const std::string& index_path = index_paths[0];
+  const json idx = read_json_object_file(index_path);
+  LATHE_CHECK_FORMAT(idx.contains("weight_map") && idx["weight_map"].is_object(), index_path, ": no weight_map object");
+  std::map<std::string, size_t> file_ids;
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    LATHE_CHECK_FORMAT(it.value().is_string(), index_path, ": weight_map entry '", it.key(), "' is not a file name");
+    const std::string shard = it.value().get<std::string>();
+    LATHE_CHECK_FORMAT(!shard.empty() && shard.find('/') == std::string::npos && shard != "." && shard != "..",
+                       index_path, ": shard name '", shard, "' must be a plain file name");
+    if (!file_ids.count(shard)) {
+      file_ids[shard] = r.files_.size();
+      r.files_.push_back(SafetensorsFile::open((fs::path(dir) / shard).string()));
+    }
+    const SafetensorsFile& f = r.files_[file_ids[shard]];
+    LATHE_CHECK_FORMAT(f.contains(it.key()), index_path, ": tensor '", it.key(), "' is mapped to ", shard,
+                       " which does not contain it");
+    r.where_[it.key()] = file_ids[shard];
+  }
   return r;
 }
 

@@ -54,8 +54,9 @@ class SafetensorsFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
-// All tensors of a checkpoint folder: model.safetensors, or the shards named by
-// model.safetensors.index.json (any file name ending in .safetensors.index.json is accepted).
+// All tensors of a checkpoint folder: model.safetensors when present (it wins over an index, as in
+// transformers), else the shards named by model.safetensors.index.json (or the one other file whose name
+// ends in .safetensors.index.json).
 class CheckpointReader {
  public:
   static CheckpointReader open_dir(const std::string& dir);

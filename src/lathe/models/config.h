@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,19 @@ struct LayerConfig {
   MlpKind mlp = MlpKind::kGated;
 };
 
+// The config.json key behind each count of ModelConfig, for error messages (GPT-2 spells its own).
+struct ConfigKeys {
+  const char* vocab_size = "vocab_size";
+  const char* hidden = "hidden_size";
+  const char* n_layers = "num_hidden_layers";
+  const char* n_heads = "num_attention_heads";
+  const char* n_kv_heads = "num_key_value_heads";
+  const char* head_dim = "head_dim";
+  const char* ffn = "intermediate_size";
+  const char* max_positions = "max_position_embeddings";
+  const char* norm_eps = "rms_norm_eps";
+};
+
 struct ModelConfig {
   std::string family;        // "llama", "qwen3_moe", "gemma3", ... (the family file's name)
   std::string architecture;  // HF class name, e.g. "LlamaForCausalLM"
@@ -30,7 +44,7 @@ struct ModelConfig {
   int64_t n_layers = 0;    // L
   int64_t n_heads = 0;     // H
   int64_t n_kv_heads = 0;  // Hkv
-  int64_t head_dim = 0;    // D
+  int64_t head_dim = 0;    // D (0 as read: hidden / n_heads, filled in after validation)
   int64_t ffn = 0;         // F (dense MLP width)
   int64_t max_positions = 0;
 
@@ -45,7 +59,7 @@ struct ModelConfig {
   bool learned_positions = false;  // GPT-2: wpe instead of rotary
   bool tie_embeddings = false;
   float embed_scale = 1.f;         // Gemma: sqrt(C), rounded to the activation dtype as HF does
-  float attn_scale = 0.f;          // softmax scale (1/sqrt(D) unless the family says otherwise)
+  float attn_scale = 0.f;          // softmax scale (0 as read: 1/sqrt(D), or 1/sqrt(query_pre_attn_scalar))
   float attn_softcap = 0.f;        // Gemma 2 (0: off)
   float final_softcap = 0.f;       // Gemma 2 final logits (0: off)
 
@@ -55,6 +69,18 @@ struct ModelConfig {
   int64_t moe_ffn = 0;     // expert MLP width
   bool norm_topk_prob = true;
   bool fused_experts = false;  // transformers-5 layout (experts.gate_up_proj / experts.down_proj)
+
+  // As read from config.json; after validate_config they become `layers` (one entry per layer).
+  ConfigKeys keys;                              // the key names above, as this family spells them
+  std::vector<std::string> layer_types;         // transformers 5: "sliding_attention" | "full_attention"
+  std::optional<int64_t> sliding_window_pattern;  // Gemma 2/3 (transformers 4): every Nth layer global
+  int64_t sliding_window = 0;                   // window of the sliding layers (all layers: no pattern)
+  RopeConfig rope, local_rope;                  // global layers / sliding layers (rotary_dim filled later)
+  double partial_rotary_factor = 1.0;           // R = int(D * factor)
+  std::optional<double> query_pre_attn_scalar;  // Gemma: softmax scale 1/sqrt(this) instead of 1/sqrt(D)
+  MlpKind mlp = MlpKind::kGated;                // the MLP of dense layers
+  int64_t decoder_sparse_step = 1;              // MoE: every Nth layer is sparse ...
+  std::vector<int64_t> mlp_only_layers;         // ... except these
 
   std::vector<LayerConfig> layers;
   std::vector<int> eos_token_ids;
@@ -74,15 +100,31 @@ struct ModelConfig {
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
 };
 
+// config.json text -> a validated ModelConfig with its per-layer list: the family (registry) reads the
+// values, validate_config checks them, then the derived fields (head_dim, layers, attn_scale, rotary dims)
+// are filled in. Errors (InvalidArgument, FormatError, NotImplemented) start with `where` and name the key.
+ModelConfig parse_model_config(const std::string& text, const std::string& where);
+
+// The one validation pass over a config as read (and again once derived, or for one built by hand):
+// every count, size, divisor, list and pattern, so that nothing downstream divides by zero, indexes past
+// a list or allocates from a negative or absurd count. Throws InvalidArgument naming the config.json key.
+void validate_config(const ModelConfig& c);
+
 // Reads the rotary settings of config.json, in transformers 4 (rope_theta + rope_scaling) or
-// transformers 5 (rope_parameters, optionally keyed by layer type) spelling.
-RopeConfig rope_from_hf(const nlohmann::json& cfg, const nlohmann::json& params, float default_theta,
-                        int64_t head_dim);
+// transformers 5 (rope_parameters, optionally keyed by layer type) spelling; rotary_dim is left 0.
+RopeConfig rope_from_hf(const nlohmann::json& cfg, const nlohmann::json& params, float default_theta);
 
 // Typed accessors with a clear error naming the key.
 int64_t hf_int(const nlohmann::json& cfg, const char* key);
+std::vector<int64_t> hf_int_list_or_empty(const nlohmann::json& cfg, const char* key);
+std::vector<std::string> hf_string_list_or_empty(const nlohmann::json& cfg, const char* key);
+// eos_token_id: an integer or a list of them (absent or null: none).
+std::vector<int> hf_token_ids(const nlohmann::json& cfg, const char* key);
+// a * b, or INT64_MAX when that overflows (defaults such as 4 x hidden, computed before validation).
+int64_t saturating_mul(int64_t a, int64_t b);
 int64_t hf_int_or(const nlohmann::json& cfg, const char* key, int64_t fallback);
 double hf_float_or(const nlohmann::json& cfg, const char* key, double fallback);
+float hf_f32_or(const nlohmann::json& cfg, const char* key, double fallback);  // also: fits in f32
 bool hf_bool_or(const nlohmann::json& cfg, const char* key, bool fallback);
 std::string hf_string_or(const nlohmann::json& cfg, const char* key, const std::string& fallback);
 

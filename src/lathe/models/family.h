@@ -15,6 +15,8 @@ struct Family {
   const char* name;                        // "llama"
   std::vector<std::string> architectures;  // HF class names this family reads
   std::vector<std::string> model_types;    // config.json model_type values
+  // Reads config.json values into cfg, typed but not yet checked against each other and without
+  // arithmetic on them: parse_model_config then runs validate_config and fills the derived fields.
   void (*parse_config)(const nlohmann::json& hf, ModelConfig& cfg);
   std::vector<TensorBinding> (*bindings)(const ModelConfig& cfg, ModelWeights& w);
 };

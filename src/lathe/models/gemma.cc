@@ -10,21 +10,6 @@ namespace lathe {
 using nlohmann::json;
 namespace {
 
-// transformers 5 lists layer_types; 4.x gives sliding_window_pattern (Gemma 3: every Nth layer global)
-// or, for Gemma 2, alternates starting with a sliding layer.
-std::vector<bool> sliding_layers(const json& hf, const ModelConfig& c) {
-  std::vector<bool> sliding(c.n_layers, false);
-  if (hf.contains("layer_types") && hf["layer_types"].is_array()) {
-    LATHE_CHECK_ARG(hf["layer_types"].size() == static_cast<size_t>(c.n_layers), "config.json: layer_types has ",
-                    hf["layer_types"].size(), " entries for ", c.n_layers, " layers");
-    for (int i = 0; i < c.n_layers; ++i) sliding[i] = hf["layer_types"][i].get<std::string>() == "sliding_attention";
-    return sliding;
-  }
-  const int64_t pattern = c.family == "gemma2" ? 2 : hf_int_or(hf, "sliding_window_pattern", 6);
-  for (int i = 0; i < c.n_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
-  return sliding;
-}
-
 void parse_gemma(const json& hf, ModelConfig& c) {
   parse_llama_like(hf, c);
   c.act = parse_activation(hf_string_or(hf, "hidden_activation", hf_string_or(hf, "hidden_act", "gelu_pytorch_tanh")));
@@ -34,30 +19,26 @@ void parse_gemma(const json& hf, ModelConfig& c) {
   c.qk_norm = c.family == "gemma3";
   // HF multiplies by sqrt(C) cast to the activation dtype: in f32 that is the f32-rounded value.
   c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden)));
-  c.attn_scale = static_cast<float>(1.0 / std::sqrt(hf_float_or(hf, "query_pre_attn_scalar", c.head_dim)));
-  c.attn_softcap = static_cast<float>(hf_float_or(hf, "attn_logit_softcapping", 0.0));
-  c.final_softcap = static_cast<float>(hf_float_or(hf, "final_logit_softcapping", 0.0));
-  const int window = static_cast<int>(hf_int_or(hf, "sliding_window", 4096));
-  const std::vector<bool> sliding = sliding_layers(hf, c);
+  if (hf.contains("query_pre_attn_scalar") && !hf["query_pre_attn_scalar"].is_null())
+    c.query_pre_attn_scalar = hf_float_or(hf, "query_pre_attn_scalar", 0.0);
+  c.attn_softcap = hf_f32_or(hf, "attn_logit_softcapping", 0.0);
+  c.final_softcap = hf_f32_or(hf, "final_logit_softcapping", 0.0);
+  c.sliding_window = hf_int_or(hf, "sliding_window", 4096);
+  // transformers 5 lists layer_types; 4.x gives sliding_window_pattern (Gemma 3: every Nth layer global)
+  // or, for Gemma 2, alternates starting with a sliding layer.
+  c.layer_types = hf_string_list_or_empty(hf, "layer_types");
+  c.sliding_window_pattern = c.family == "gemma2" ? 2 : hf_int_or(hf, "sliding_window_pattern", 6);
   // Rotary: Gemma 3 local layers use rope_local_base_freq with no scaling; global layers rope_theta with
   // rope_scaling. transformers 5 keys rope_parameters by layer type instead.
-  RopeConfig global_rope, local_rope;
   const json rp = hf.contains("rope_parameters") ? hf["rope_parameters"] : json();
   if (rp.is_object() && rp.contains("full_attention")) {
-    global_rope = rope_from_hf(hf, rp["full_attention"], 1e6f, c.head_dim);
-    local_rope = rope_from_hf(hf, rp.contains("sliding_attention") ? rp["sliding_attention"] : json(), 1e4f, c.head_dim);
+    c.rope = rope_from_hf(hf, rp["full_attention"], 1e6f);
+    c.local_rope = rope_from_hf(hf, rp.contains("sliding_attention") ? rp["sliding_attention"] : json(), 1e4f);
   } else {
-    global_rope = rope_from_hf(hf, rp.is_object() ? rp : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json()),
-                               10000.f, c.head_dim);
-    local_rope = global_rope;
-    if (c.family == "gemma3") {
-      local_rope = rope_from_hf(json::object(), json(), static_cast<float>(hf_float_or(hf, "rope_local_base_freq", 10000.0)),
-                                c.head_dim);
-    }
-  }
-  for (int i = 0; i < c.n_layers; ++i) {
-    c.layers[i].window = sliding[i] ? window : 0;
-    c.layers[i].rope = sliding[i] ? local_rope : global_rope;
+    c.rope = rope_from_hf(hf, rp.is_object() ? rp : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json()), 10000.f);
+    c.local_rope = c.rope;
+    if (c.family == "gemma3")
+      c.local_rope = rope_from_hf(json::object(), json(), hf_f32_or(hf, "rope_local_base_freq", 10000.0));
   }
 }
 

@@ -2,6 +2,7 @@
 // Its Conv1D weights are stored [in, out]; they are transposed at load (exact) and back at save.
 #include <cmath>
 
+#include "lathe/base/checked_size.h"
 #include "lathe/base/error.h"
 #include "lathe/models/family.h"
 
@@ -10,28 +11,35 @@ using nlohmann::json;
 namespace {
 
 void parse_gpt2(const json& hf, ModelConfig& c) {
+  c.keys = ConfigKeys{.vocab_size = "vocab_size",
+                      .hidden = "n_embd",
+                      .n_layers = "n_layer",
+                      .n_heads = "n_head",
+                      .n_kv_heads = "n_head",
+                      .head_dim = "n_embd / n_head",
+                      .ffn = "n_inner",
+                      .max_positions = "n_positions",
+                      .norm_eps = "layer_norm_epsilon"};
   c.vocab_size = hf_int(hf, "vocab_size");
   c.hidden = hf_int(hf, "n_embd");
   c.n_layers = hf_int(hf, "n_layer");
   c.n_heads = hf_int(hf, "n_head");
   c.n_kv_heads = c.n_heads;
-  LATHE_CHECK_ARG(c.hidden % c.n_heads == 0, "config.json: n_embd ", c.hidden, " is not divisible by n_head ", c.n_heads);
-  c.head_dim = c.hidden / c.n_heads;
-  c.ffn = hf_int_or(hf, "n_inner", 4 * c.hidden);
+  c.head_dim = 0;  // n_embd / n_head, once validated
+  c.ffn = hf_int_or(hf, "n_inner", saturating_mul(4, c.hidden));
   c.max_positions = hf_int(hf, "n_positions");
   c.norm = NormKind::kLayer;
-  c.norm_eps = static_cast<float>(hf_float_or(hf, "layer_norm_epsilon", 1e-5));
+  c.norm_eps = hf_f32_or(hf, "layer_norm_epsilon", 1e-5);
   c.act = parse_activation(hf_string_or(hf, "activation_function", "gelu_new"));
   c.qkv_bias = c.out_bias = c.mlp_bias = true;
   c.learned_positions = true;
   c.tie_embeddings = true;
   LATHE_CHECK_ARG(!hf_bool_or(hf, "scale_attn_by_inverse_layer_idx", false) && !hf_bool_or(hf, "reorder_and_upcast_attn", false),
                   "config.json: GPT-2 options scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported");
-  c.attn_scale = hf_bool_or(hf, "scale_attn_weights", true) ? 1.f / std::sqrt(static_cast<float>(c.head_dim)) : 1.f;
-  c.bos_token_id = static_cast<int>(hf_int_or(hf, "bos_token_id", -1));
-  if (hf.contains("eos_token_id") && hf["eos_token_id"].is_number_integer()) c.eos_token_ids.push_back(hf["eos_token_id"].get<int>());
-  RopeConfig none;
-  c.layers.assign(c.n_layers, LayerConfig{0, none, MlpKind::kPlain});
+  c.attn_scale = hf_bool_or(hf, "scale_attn_weights", true) ? 0.f : 1.f;  // 0: 1/sqrt(D) once D is known
+  c.bos_token_id = checked_size<int>(hf_int_or(hf, "bos_token_id", -1), "config.json: 'bos_token_id'", -1);
+  c.eos_token_ids = hf_token_ids(hf, "eos_token_id");
+  c.mlp = MlpKind::kPlain;
 }
 
 std::vector<TensorBinding> bindings_gpt2(const ModelConfig& c, ModelWeights& w) {

@@ -2,6 +2,7 @@
 // They differ only in config: q/k/v biases (Qwen2), q/k RMSNorm (Qwen3), sliding window (Mistral).
 #include <cmath>
 
+#include "lathe/base/checked_size.h"
 #include "lathe/base/error.h"
 #include "lathe/models/family.h"
 
@@ -16,35 +17,25 @@ void parse_llama_like(const json& hf, ModelConfig& c) {
   c.n_layers = hf_int(hf, "num_hidden_layers");
   c.n_heads = hf_int(hf, "num_attention_heads");
   c.n_kv_heads = hf_int_or(hf, "num_key_value_heads", c.n_heads);
-  LATHE_CHECK_ARG(c.n_heads > 0 && c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads == 0, "config.json: ",
-                  c.n_heads, " attention heads cannot be grouped over ", c.n_kv_heads, " key/value heads");
-  c.head_dim = hf_int_or(hf, "head_dim", c.hidden / c.n_heads);
-  c.ffn = hf_int_or(hf, "intermediate_size", 4 * c.hidden);
+  c.head_dim = hf_int_or(hf, "head_dim", 0);  // 0 (as in transformers, also when given as 0): hidden / heads
+  c.ffn = hf_int_or(hf, "intermediate_size", saturating_mul(4, c.hidden));
   c.max_positions = hf_int_or(hf, "max_position_embeddings", 4096);
-  c.norm_eps = static_cast<float>(hf_float_or(hf, "rms_norm_eps", 1e-6));
+  c.norm_eps = hf_f32_or(hf, "rms_norm_eps", 1e-6);
   c.act = parse_activation(hf_string_or(hf, "hidden_act", hf_string_or(hf, "hidden_activation", "silu")));
   c.qkv_bias = hf_bool_or(hf, "attention_bias", false);
   c.out_bias = c.qkv_bias;
   c.mlp_bias = hf_bool_or(hf, "mlp_bias", false);
   c.tie_embeddings = hf_bool_or(hf, "tie_word_embeddings", false);
-  c.attn_scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
-  c.bos_token_id = static_cast<int>(hf_int_or(hf, "bos_token_id", -1));
-  c.pad_token_id = static_cast<int>(hf_int_or(hf, "pad_token_id", -1));
-  if (hf.contains("eos_token_id") && hf["eos_token_id"].is_array()) {
-    for (const json& e : hf["eos_token_id"]) c.eos_token_ids.push_back(e.get<int>());
-  } else if (hf.contains("eos_token_id") && hf["eos_token_id"].is_number_integer()) {
-    c.eos_token_ids.push_back(hf["eos_token_id"].get<int>());
-  }
+  c.bos_token_id = checked_size<int>(hf_int_or(hf, "bos_token_id", -1), "config.json: 'bos_token_id'", -1);
+  c.pad_token_id = checked_size<int>(hf_int_or(hf, "pad_token_id", -1), "config.json: 'pad_token_id'", -1);
+  c.eos_token_ids = hf_token_ids(hf, "eos_token_id");
   // transformers 5 writes rope_parameters; 4.x writes rope_theta + rope_scaling.
   const json rope_params = hf.contains("rope_parameters") ? hf["rope_parameters"]
                                                           : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json());
-  const RopeConfig rope = rope_from_hf(hf, rope_params, 10000.f, c.head_dim);
+  c.rope = c.local_rope = rope_from_hf(hf, rope_params, 10000.f);
+  c.partial_rotary_factor = hf_float_or(hf, "partial_rotary_factor", 1.0);
   // Sliding window: Mistral applies it to every layer; Qwen2/3 only with use_sliding_window.
-  int window = 0;
-  if (hf.contains("sliding_window") && hf["sliding_window"].is_number_integer() &&
-      hf_bool_or(hf, "use_sliding_window", c.family == "mistral"))
-    window = static_cast<int>(hf["sliding_window"].get<int64_t>());
-  c.layers.assign(c.n_layers, LayerConfig{window, rope, MlpKind::kGated});
+  if (hf_bool_or(hf, "use_sliding_window", c.family == "mistral")) c.sliding_window = hf_int_or(hf, "sliding_window", 0);
 }
 
 void bind_llama_common(const ModelConfig& c, ModelWeights& w, std::vector<TensorBinding>& out) {

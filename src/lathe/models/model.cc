@@ -2,14 +2,13 @@
 #include "lathe/models/model.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/context.h"
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/family.h"
@@ -25,22 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  LATHE_CHECK_ARG(in.good(), p.string(), ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-json parse_json_file(const fs::path& p) {
-  try {
-    return json::parse(read_text(p));
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(p.string(), ": not valid JSON: ", e.what()));
-  }
-}
-
 // Tensors some exporters leave in checkpoints that carry no learned state.
 bool ignorable(const std::string& name, const ModelConfig& c) {
   if (name.ends_with("rotary_emb.inv_freq") || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias"))
@@ -50,36 +33,30 @@ bool ignorable(const std::string& name, const ModelConfig& c) {
 
 }  // namespace
 
-// Parses config.json text into the model's config (the family decides the fields).
+// Parses config.json text into the model's config (parse_model_config: the family, then validation).
 void Model::parse_config_text(const std::string& text, const std::string& where) {
   config_text_ = text;
-  try {
-    cfg_.hf_config = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
-  }
-  const Family& fam = find_family(cfg_.hf_config);
-  cfg_.family = fam.name;
-  cfg_.architecture = fam.architectures[0];
-  cfg_.model_type = hf_string_or(cfg_.hf_config, "model_type", "");
-  try {
-    fam.parse_config(cfg_.hf_config, cfg_);
-  } catch (const Error& e) {
-    throw InvalidArgument(str_cat(where, ": ", e.what()));
-  }
+  cfg_ = parse_model_config(text, where);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& opts) {
   const fs::path root(dir);
   LATHE_CHECK_ARG(fs::is_directory(root), dir, ": not a directory (expected a Hugging Face model folder)");
   const fs::path config_path = root / "config.json";
-  LATHE_CHECK_ARG(fs::exists(config_path), dir, ": no config.json");
+  LATHE_CHECK_ARG(fs::exists(fs::symlink_status(config_path)), dir, ": no config.json");
   std::unique_ptr<Model> m(new Model());
-  m->parse_config_text(read_text(config_path), config_path.string());
+  m->parse_config_text(read_file(config_path.string()), config_path.string());
   const Family& fam = find_family(m->cfg_.hf_config);
-  if (fs::exists(root / "generation_config.json")) {
-    m->generation_config_text_ = read_text(root / "generation_config.json");
-    m->generation_config_ = parse_json_file(root / "generation_config.json");
+  const fs::path gen_path = root / "generation_config.json";
+  if (fs::exists(fs::symlink_status(gen_path))) {
+    m->generation_config_text_ = read_file(gen_path.string());
+    try {
+      m->generation_config_ = json::parse(m->generation_config_text_);
+    } catch (const json::exception& e) {
+      throw FormatError(str_cat(gen_path.string(), ": not valid JSON: ", e.what()));
+    }
+    LATHE_CHECK_FORMAT(m->generation_config_.is_object(),
+                       json_not_object_message(gen_path.string(), m->generation_config_.type_name()));
   }
 
   CheckpointReader ckpt = CheckpointReader::open_dir(dir);
@@ -118,7 +95,7 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
   const Family& fam = find_family(m->cfg_.hf_config);
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
-  const float std_dev = static_cast<float>(hf_float_or(m->cfg_.hf_config, "initializer_range", 0.02));
+  const float std_dev = hf_f32_or(m->cfg_.hf_config, "initializer_range", 0.02);
   const bool gpt2 = m->cfg_.family == std::string("gpt2");
   for (const TensorBinding& b : m->bindings_) {
     Tensor t = Tensor::empty(b.shape);
@@ -254,6 +231,22 @@ Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLa
   return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, targets.contiguous().view({B * T}), o);
 }
 
+namespace {
+template <class T>
+void check_ids(std::span<const T> ids, int64_t vocab_size, const std::string& where) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    LATHE_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab_size, where, ": token id ", ids[i], " (position ", i,
+                    ") is outside the vocabulary [0, ", vocab_size, ")");
+}
+}  // namespace
+
+void check_token_ids(std::span<const int64_t> ids, int64_t vocab_size, const std::string& where) {
+  check_ids(ids, vocab_size, where);
+}
+void check_token_ids(std::span<const int32_t> ids, int64_t vocab_size, const std::string& where) {
+  check_ids(ids, vocab_size, where);
+}
+
 KvCache Model::make_cache(int64_t max_tokens) const {
   return KvCache(cfg_.n_layers, max_tokens, cfg_.n_kv_heads, cfg_.head_dim);
 }
@@ -261,9 +254,7 @@ KvCache Model::make_cache(int64_t max_tokens) const {
 Tensor Model::forward_cached(const std::vector<int32_t>& ids, KvCache& cache) {
   NoGradGuard no_grad;
   LATHE_CHECK_ARG(!ids.empty(), "[forward_cached] no tokens");
-  for (int32_t id : ids)
-    LATHE_CHECK_ARG(id >= 0 && id < cfg_.vocab_size, "[forward_cached] token id ", id, " outside the vocabulary [0, ",
-                    cfg_.vocab_size, ")");
+  check_token_ids(ids, cfg_.vocab_size, "[forward_cached]");
   const Tensor t = Tensor::from_data_i32({1, static_cast<int64_t>(ids.size())}, ids);
   Tensor h = decoder_hidden(cfg_, w_, t, &cache);  // [1, S, C]
   Tensor last = h.select(1, h.size(1) - 1).contiguous();  // [1, C]: only the last position is sampled

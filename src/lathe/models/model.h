@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,11 @@ class Model {
   nlohmann::json generation_config_;
   std::string config_text_, generation_config_text_;
 };
+
+// Every id must index the vocabulary: InvalidArgument "<where>: token id X (position i) is outside the
+// vocabulary [0, V)" for the first that does not (before any cache or activation is sized from them).
+void check_token_ids(std::span<const int64_t> ids, int64_t vocab_size, const std::string& where);
+void check_token_ids(std::span<const int32_t> ids, int64_t vocab_size, const std::string& where);
 
 // The decoder body shared by every family: ids [B, T] -> final-normed hidden states [B, T, C].
 // With a cache, keys/values are appended to it and attention covers all cached positions.

@@ -15,16 +15,8 @@ void parse_qwen3_moe(const json& hf, ModelConfig& c) {
   c.top_k = hf_int(hf, "num_experts_per_tok");
   c.moe_ffn = hf_int(hf, "moe_intermediate_size");
   c.norm_topk_prob = hf_bool_or(hf, "norm_topk_prob", false);
-  LATHE_CHECK_ARG(c.top_k >= 1 && c.top_k <= c.n_experts, "config.json: num_experts_per_tok ", c.top_k,
-                  " must be in [1, num_experts = ", c.n_experts, "]");
-  const int64_t step = hf_int_or(hf, "decoder_sparse_step", 1);
-  std::vector<int64_t> dense_layers;
-  if (hf.contains("mlp_only_layers") && hf["mlp_only_layers"].is_array())
-    for (const json& l : hf["mlp_only_layers"]) dense_layers.push_back(l.get<int64_t>());
-  for (int i = 0; i < c.n_layers; ++i) {
-    const bool dense = std::find(dense_layers.begin(), dense_layers.end(), i) != dense_layers.end();
-    c.layers[i].mlp = (!dense && step > 0 && (i + 1) % step == 0) ? MlpKind::kMoe : MlpKind::kGated;
-  }
+  c.decoder_sparse_step = hf_int_or(hf, "decoder_sparse_step", 1);
+  c.mlp_only_layers = hf_int_list_or_empty(hf, "mlp_only_layers");
 }
 
 std::vector<TensorBinding> bindings_qwen3_moe(const ModelConfig& c, ModelWeights& w) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/tokenizer/unicode.h"
 
 namespace lathe::tokenizer {
@@ -256,14 +257,9 @@ JsonDoc JsonDoc::parse(std::string text, const std::string& name) {
 }
 
 JsonDoc JsonDoc::parse_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(str_cat("cannot open ", path));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw IoError(str_cat("cannot stat ", path));
-  }
-  size_t size = size_t(st.st_size);
+  const RegularFile rf = open_regular_file(path);  // a FIFO, folder or device fails here, naming it
+  const int fd = rf.fd;
+  size_t size = rf.size;
   if (size == 0 || size >= UINT32_MAX) {
     ::close(fd);
     if (size == 0) throw FormatError(str_cat(path, ": empty file"));

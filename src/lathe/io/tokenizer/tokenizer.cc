@@ -5,10 +5,9 @@
 
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/tokenizer/added_tokens.h"
 #include "lathe/io/tokenizer/bpe.h"
 #include "lathe/io/tokenizer/decoder.h"
@@ -65,14 +64,6 @@ class CharCursor {
   size_t byte_ = 0, chars_ = 0;
 };
 
-std::string read_text_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw IoError(str_cat("cannot open ", p.string()));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // A special token entry of tokenizer_config.json: a string or an AddedToken object {"content": ...}.
 std::optional<std::string> token_string(JsonRef j) {
   if (j.is_string()) return std::string(j.str());
@@ -83,7 +74,6 @@ std::optional<std::string> token_string(JsonRef j) {
 }  // namespace
 
 void TokenizerImpl::read_config(JsonRef cfg) {
-  if (!cfg.is_object()) return;
   auto set = [&](const char* key, std::string& out) {
     if (auto s = token_string(cfg[key])) out = *s;
   };
@@ -183,20 +173,33 @@ Tokenizer Tokenizer::load(const std::string& path) {
   } else {
     dir = p.parent_path();
   }
-  if (!fs::exists(p)) throw IoError(str_cat("no tokenizer.json at ", p.string()));
-  std::string cfg, stm;
-  if (fs::exists(dir / "tokenizer_config.json")) cfg = read_text_file(dir / "tokenizer_config.json");
-  if (fs::exists(dir / "special_tokens_map.json")) stm = read_text_file(dir / "special_tokens_map.json");
-  return from_json(read_text_file(p), std::move(cfg), std::move(stm));
+  if (!fs::exists(fs::symlink_status(p))) throw IoError(str_cat("no tokenizer.json at ", p.string()));
+  // read_file refuses a FIFO, folder or device in place of any of the three files, naming it.
+  auto optional_file = [&](const char* name) {
+    const fs::path f = dir / name;
+    return fs::exists(fs::symlink_status(f)) ? read_file(f.string()) : std::string();
+  };
+  return from_files({.tokenizer_json = read_file(p.string()),
+                     .tokenizer_json_name = p.string(),
+                     .config_json = optional_file("tokenizer_config.json"),
+                     .config_json_name = (dir / "tokenizer_config.json").string(),
+                     .special_map_json = optional_file("special_tokens_map.json"),
+                     .special_map_json_name = (dir / "special_tokens_map.json").string()});
 }
 
 Tokenizer Tokenizer::from_json(std::string tokenizer_json, std::string config_json, std::string special_map_json) {
+  return from_files({.tokenizer_json = std::move(tokenizer_json),
+                     .config_json = std::move(config_json),
+                     .special_map_json = std::move(special_map_json)});
+}
+
+Tokenizer Tokenizer::from_files(TokenizerFiles files) {
   auto impl = std::make_unique<TokenizerImpl>();
-  JsonDoc doc = JsonDoc::parse(std::move(tokenizer_json), "tokenizer.json");
+  JsonDoc doc = JsonDoc::parse(std::move(files.tokenizer_json), files.tokenizer_json_name);
   JsonRef root = doc.root();
-  if (!root.is_object()) throw FormatError("tokenizer.json: top level must be an object");
+  if (!root.is_object()) throw FormatError(str_cat(files.tokenizer_json_name, ": top level must be a JSON object"));
   JsonRef model = root["model"];
-  if (!model.is_object()) throw FormatError("tokenizer.json: missing model");
+  if (!model.is_object()) throw FormatError(str_cat(files.tokenizer_json_name, ": missing model"));
   std::string_view type = model["type"].is_string() ? model["type"].str() : "BPE";
   if (type != "BPE") {
     throw NotImplemented(str_cat("unsupported model type '", type, "': only BPE tokenizers are supported"));
@@ -212,13 +215,13 @@ Tokenizer Tokenizer::from_json(std::string tokenizer_json, std::string config_js
     norm.normalize(ns);
     return ns.text();
   });
-  if (!config_json.empty()) {
-    JsonDoc cfg = JsonDoc::parse(std::move(config_json), "tokenizer_config.json");
+  // transformers lets special_tokens_map.json override the config.
+  for (auto [text, name] : {std::pair{&files.config_json, &files.config_json_name},
+                            std::pair{&files.special_map_json, &files.special_map_json_name}}) {
+    if (text->empty()) continue;
+    JsonDoc cfg = JsonDoc::parse(std::move(*text), *name);
+    if (!cfg.root().is_object()) throw FormatError(str_cat(*name, ": must be a JSON object (of token settings)"));
     impl->read_config(cfg.root());
-  }
-  if (!special_map_json.empty()) {  // transformers lets special_tokens_map.json override the config
-    JsonDoc stm = JsonDoc::parse(std::move(special_map_json), "special_tokens_map.json");
-    impl->read_config(stm.root());
   }
   if (impl->specials.unk.empty() && model["unk_token"].is_string()) impl->specials.unk = model["unk_token"].str();
   SpecialTokens& sp = impl->specials;

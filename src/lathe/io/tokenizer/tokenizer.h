@@ -27,6 +27,16 @@ struct SpecialTokens {
   bool add_eos_token = false;  // encode follows the post-processor, as the Rust library does)
 };
 
+// The texts of a tokenizer's files and the names errors give them (paths when read from disk).
+struct TokenizerFiles {
+  std::string tokenizer_json;
+  std::string tokenizer_json_name = "tokenizer.json";
+  std::string config_json;  // "" when absent
+  std::string config_json_name = "tokenizer_config.json";
+  std::string special_map_json;  // "" when absent
+  std::string special_map_json_name = "special_tokens_map.json";
+};
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file or a directory holding one. Throws IoError / FormatError /
@@ -35,6 +45,9 @@ class Tokenizer {
   // From tokenizer.json text (and optional tokenizer_config.json text, "" when absent).
   static Tokenizer from_json(std::string tokenizer_json, std::string tokenizer_config_json = "",
                              std::string special_tokens_map_json = "");
+  // The same from named texts. tokenizer_config.json and special_tokens_map.json must be JSON objects:
+  // anything else is a FormatError naming the file.
+  static Tokenizer from_files(TokenizerFiles files);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -1,0 +1,95 @@
+#include "lathe/io/file_read.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lathe/base/error.h"
+
+namespace lathe {
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a plain file";
+}
+
+template <class Json>
+Json read_object(const std::string& path) {
+  const std::string text = read_file(path);
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(str_cat(path, ": not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) throw FormatError(json_not_object_message(path, j.type_name()));
+  return j;
+}
+
+}  // namespace
+
+RegularFile open_regular_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; on a regular
+  // file it changes nothing (regular-file reads never block in the O_NONBLOCK sense).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};  // a socket cannot be opened at all (ENXIO): say what it is
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+    throw IoError(str_cat(path, ": cannot open: ", std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw IoError(str_cat(path, ": cannot stat: ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+  }
+  return RegularFile{fd, static_cast<size_t>(st.st_size)};
+}
+
+std::string read_file(const std::string& path) {
+  const RegularFile f = open_regular_file(path);
+  std::string out(f.size, '\0');
+  size_t done = 0;
+  while (true) {
+    if (done == out.size()) out.resize(out.size() + 4096);  // the file may have grown since fstat
+    const ssize_t n = ::read(f.fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(f.fd);
+      throw IoError(str_cat(path, ": read failed: ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(f.fd);
+  out.resize(done);
+  return out;
+}
+
+std::string json_not_object_message(const std::string& what, const char* type_name) {
+  const std::string t(type_name);
+  const bool vowel = !t.empty() && std::strchr("aeiou", t[0]) != nullptr;
+  return str_cat(what, ": must be a JSON object, got ", t == "null" ? "null" : (vowel ? "an " : "a ") + t);
+}
+
+nlohmann::json read_json_object_file(const std::string& path) { return read_object<nlohmann::json>(path); }
+nlohmann::ordered_json read_ordered_json_object_file(const std::string& path) {
+  return read_object<nlohmann::ordered_json>(path);
+}
+
+}  // namespace lathe

@@ -1,0 +1,32 @@
+// Opening files for reading. Every file lathe reads (safetensors, config.json, the index, tokenizer
+// files, ...) is opened here: anything but a regular file (a FIFO, folder, socket or device) is refused
+// with an IoError naming the path, without blocking (a FIFO with no writer would block a plain open).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace lathe {
+
+// An open, regular file: fd (the caller closes it) and its size in bytes.
+struct RegularFile {
+  int fd = -1;
+  size_t size = 0;
+};
+// Opens with O_NONBLOCK (never waits on a FIFO), then fstat: IoError "<path>: is a FIFO, not a regular
+// file" (or folder, socket, device), or "<path>: cannot open: <errno text>".
+RegularFile open_regular_file(const std::string& path);
+
+// The whole file as bytes (open_regular_file, then read).
+std::string read_file(const std::string& path);
+
+// A JSON file that must hold an object: FormatError "<path>: not valid JSON: ..." or "<path>: must be a
+// JSON object, got <type>". The ordered form keeps the file's key order (chat templates iterate it).
+nlohmann::json read_json_object_file(const std::string& path);
+nlohmann::ordered_json read_ordered_json_object_file(const std::string& path);
+
+// The FormatError text for a JSON document of the wrong type at the top level, e.g. "config.json: must be
+// a JSON object, got an array".
+std::string json_not_object_message(const std::string& what, const char* type_name);
+
+}  // namespace lathe

@@ -1,0 +1,51 @@
+#include "lathe/io/file_read.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lathe/base/error.h"
+#include "lathe/io/mapped_file.h"
+#include "lathe/io/test_paths.h"
+
+namespace lathe {
+namespace {
+namespace fs = std::filesystem;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FileRead, RefusesAnythingButARegularFileWithoutBlocking) {
+  const std::string d = testing::scratch_dir("file_read");
+  ASSERT_EQ(::mkfifo((d + "/fifo").c_str(), 0644), 0);
+  fs::create_directory(d + "/dir");
+  // A FIFO with no writer: a blocking open would hang this test.
+  EXPECT_EQ(error_of([&] { read_file(d + "/fifo"); }), d + "/fifo: is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { MappedFile::open(d + "/fifo"); }), d + "/fifo: is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { read_file(d + "/dir"); }), d + "/dir: is a directory, not a regular file");
+  EXPECT_EQ(error_of([&] { read_file("/dev/null"); }), "/dev/null: is a character device, not a regular file");
+  EXPECT_NE(error_of([&] { read_file(d + "/missing"); }).find(d + "/missing: cannot open"), std::string::npos);
+}
+
+TEST(FileRead, ReadsAndChecksJsonObjects) {
+  const std::string d = testing::scratch_dir("file_read_json");
+  std::ofstream(d + "/a.json") << R"({"b": 1, "a": 2})";
+  std::ofstream(d + "/arr.json") << "[1]";
+  std::ofstream(d + "/bad.json") << "{";
+  EXPECT_EQ(read_file(d + "/a.json"), R"({"b": 1, "a": 2})");
+  EXPECT_EQ(read_json_object_file(d + "/a.json")["a"], 2);
+  EXPECT_EQ(read_ordered_json_object_file(d + "/a.json").begin().key(), "b");  // file order kept
+  EXPECT_EQ(error_of([&] { read_json_object_file(d + "/arr.json"); }), d + "/arr.json: must be a JSON object, got an array");
+  EXPECT_NE(error_of([&] { read_json_object_file(d + "/bad.json"); }).find("not valid JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lathe
