@@ -132,7 +132,7 @@ TEST_F(RunFolder, FreshStartInAUsedFolderIsRefusedAndOverwriteStartsOver) {
   r = pretrain(run, "schedule.steps=2 checkpoint.every=1");
   EXPECT_TRUE(is_clean_error(r, "--resume")) << r.second;
   EXPECT_TRUE(is_clean_error(r, "--overwrite")) << r.second;
-  EXPECT_TRUE(is_clean_error(r, run)) << r.second;
+  EXPECT_TRUE(is_clean_error(r, "run folder " + run + " already holds a run")) << r.second;
   EXPECT_NE(r.second.find("checkpoints/step_00000006"), std::string::npos) << r.second;
   EXPECT_EQ(snapshot(run), before) << "the earlier run was touched";
 
@@ -328,6 +328,38 @@ TEST_F(RunFolder, CheckpointsCarryTheTokenizerAndGenerationConfig) {
   EXPECT_EQ(r.first, 0) << r.second;
   r = testing::run_lathe_bounded("generate " + ckpt + " --prompt-ids 256 --max-tokens 3");
   EXPECT_EQ(r.first, 0) << r.second;
+
+  // Data prepared with a tokenizer file of another name: the checkpoint still holds it as tokenizer.json,
+  // the name loaders look for.
+  fs::create_directories(dir_ + "/renamed");
+  fs::copy_file(tok + "/tokenizer.json", dir_ + "/renamed/world_tok.json");
+  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"})  // the BOS / EOS are named there
+    if (fs::exists(tok + "/" + f)) fs::copy_file(tok + "/" + f, dir_ + "/renamed/" + f);
+  r = testing::run_lathe_bounded("data prepare " + dir_ + "/world/world.jsonl --tokenizer " + dir_ +
+                                 "/renamed/world_tok.json --out " + dir_ + "/data2 --name world --val-fraction 0.05");
+  ASSERT_EQ(r.first, 0) << r.second;
+  r = testing::run_lathe_bounded(tiny(dir_ + "/data2", dir_ + "/hf2", "schedule.steps=2 checkpoint.every=0"), 120);
+  ASSERT_EQ(r.first, 0) << r.second;
+  const std::string ckpt2 = printed_checkpoint(r.second);
+  EXPECT_EQ(read_all(ckpt2 + "/tokenizer.json"), read_all(tok + "/tokenizer.json"));
+  EXPECT_FALSE(fs::exists(ckpt2 + "/world_tok.json"));
+}
+
+// The class of row 1 in pretrain: the run writes run.dir/recipe.yaml, so a fresh run whose recipe is that
+// very file is refused before anything is written, and the hand-written recipe is intact.
+TEST_F(RunFolder, ARecipeInsideTheRunFolderIsNeverOverwritten) {
+  const std::string run = dir_ + "/own_recipe";
+  fs::create_directories(run);
+  fs::copy_file("recipes/quickstart.yaml", run + "/recipe.yaml");
+  const std::string before = read_all(run + "/recipe.yaml");
+  std::string cmd = tiny(data_, run, "schedule.steps=2");
+  cmd.replace(cmd.find("recipes/quickstart.yaml"), 23, run + "/recipe.yaml");
+  auto r = testing::run_lathe_bounded(cmd, 120);
+  EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
+  r = testing::run_lathe_bounded(cmd + " --overwrite", 120);
+  EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
+  EXPECT_EQ(read_all(run + "/recipe.yaml"), before);
+  EXPECT_FALSE(fs::exists(run + "/checkpoints"));
 }
 
 // Rows 11 and 16 (readers): plot and --resume cope with null values, garbage and torn lines in

@@ -1,5 +1,6 @@
 // lathe pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite]: the pre-training loop with a progress bar,
 // metrics in <run>/metrics.jsonl, checkpoints, a loss curve and generated samples at the end.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -148,8 +149,15 @@ int cmd_pretrain(int argc, char** argv) {
         std::vector<int32_t> ids;
         if (delimiter >= 0) ids.push_back(delimiter);
         for (uint32_t id : tok.encode_ids(prompt, false)) ids.push_back(static_cast<int32_t>(id));
+        // The model's context bounds prompt + sample (validate_recipe_for_model checked max_tokens alone).
+        const int64_t n_ctx = model->config().max_positions, n_prompt = static_cast<int64_t>(ids.size());
+        if (n_ctx > 0 && n_prompt >= n_ctx) {
+          std::printf("  %s| (skipped: the prompt is %lld tokens, the context %lld)\n", prompt.c_str(),
+                      (long long)n_prompt, (long long)n_ctx);
+          continue;
+        }
         GenerateOptions o;
-        o.max_new_tokens = static_cast<int>(cfg.sample_tokens);
+        o.max_new_tokens = static_cast<int>(n_ctx > 0 ? std::min(cfg.sample_tokens, n_ctx - n_prompt) : cfg.sample_tokens);
         if (tok.special_tokens().eos_id) o.stop_token_ids.push_back(static_cast<int>(*tok.special_tokens().eos_id));
         if (tok.special_tokens().bos_id) o.stop_token_ids.push_back(static_cast<int>(*tok.special_tokens().bos_id));
         const GenerateResult g = generate(*model, ids, o);

@@ -9,6 +9,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/io/checksum.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/io/tokenizer/tokenizer.h"
@@ -98,29 +99,17 @@ std::string check_digest(const fs::path& file, const json& want) {
   return "";
 }
 
-// The tokenizer files to copy: tokenizer.json (required) and the optional ones beside it.
-std::vector<fs::path> tokenizer_files(const std::string& tokenizer) {
-  std::vector<fs::path> out;
-  if (tokenizer.empty()) return out;
-  const fs::path dir = fs::is_directory(tokenizer) ? fs::path(tokenizer) : fs::path(tokenizer).parent_path();
-  const fs::path main = fs::is_directory(tokenizer) ? dir / "tokenizer.json" : fs::path(tokenizer);
-  LATHE_CHECK_ARG(fs::is_regular_file(main), "the tokenizer recorded for the training data, ", main.string(),
-                  ", is not a file: cannot copy it into the checkpoint");
-  out.push_back(main);
-  for (const char* name : kTokenizerFiles)
-    if (std::string(name) != "tokenizer.json" && fs::is_regular_file(dir / name)) out.push_back(dir / name);
-  return out;
-}
+}  // namespace
 
-// Deletes this run's checkpoints older than the newest `keep` (up to the one just written); step 0 (the
-// initial weights) and other runs' checkpoints (another run id, or none) are never touched.
-void prune(const fs::path& root, const TrainState& st, int keep) {
+void prune_checkpoints(const std::string& run_dir, const TrainState& st, int keep) {
+  LATHE_CHECK_ARG(keep >= 1, "[prune_checkpoints] keep must be >= 1, got ", keep);
+  const fs::path root = fs::path(run_dir) / "checkpoints";
   std::vector<fs::path> ours;
   for (const fs::path& p : checkpoint_folders(root)) {
     if (p.filename() == step_name(0) || !fs::exists(p / "DONE")) continue;
     try {
       const json s = read_state_json(p);
-      if (st.run_id.empty() || s.value("run_id", std::string()) != st.run_id) continue;
+      if (st.run_id.empty() || !s.contains("run_id") || s["run_id"] != st.run_id) continue;
       if (!s.contains("step") || !s["step"].is_number_integer() || s["step"].get<int64_t>() > st.step) continue;
     } catch (const Error&) {
       continue;  // unreadable: not provably ours
@@ -137,12 +126,21 @@ void prune(const fs::path& root, const TrainState& st, int keep) {
   }
 }
 
-}  // namespace
-
-std::string generation_config_json(const ModelConfig& cfg, const std::string& tokenizer) {
-  json g = {{"_from_model_config", true}};
+std::vector<std::pair<std::string, std::string>> checkpoint_companion_files(const ModelConfig& cfg,
+                                                                             const std::string& tokenizer) {
+  std::vector<std::pair<std::string, std::string>> files;
   std::optional<tokenizer::SpecialTokens> special;
-  if (!tokenizer.empty()) special = tokenizer::Tokenizer::load(tokenizer).special_tokens();
+  if (!tokenizer.empty()) {
+    const bool is_dir = fs::is_directory(tokenizer);
+    const fs::path dir = is_dir ? fs::path(tokenizer) : fs::path(tokenizer).parent_path();
+    // Saved as tokenizer.json whatever its source is called: that is the name loaders look for.
+    files.push_back({"tokenizer.json", read_file((is_dir ? dir / "tokenizer.json" : fs::path(tokenizer)).string())});
+    for (const char* name : kTokenizerFiles)
+      if (std::string(name) != "tokenizer.json" && fs::exists(dir / name))
+        files.push_back({name, read_file((dir / name).string())});
+    special = tokenizer::Tokenizer::load(tokenizer).special_tokens();
+  }
+  json g = {{"_from_model_config", true}};
   if (cfg.bos_token_id >= 0) g["bos_token_id"] = cfg.bos_token_id;
   else if (special && special->bos_id) g["bos_token_id"] = *special->bos_id;
   if (cfg.eos_token_ids.size() == 1) g["eos_token_id"] = cfg.eos_token_ids[0];
@@ -150,12 +148,12 @@ std::string generation_config_json(const ModelConfig& cfg, const std::string& to
   else if (special && special->eos_id) g["eos_token_id"] = *special->eos_id;
   if (cfg.pad_token_id >= 0) g["pad_token_id"] = cfg.pad_token_id;
   else if (special && special->pad_id) g["pad_token_id"] = *special->pad_id;
-  return g.dump(2) + "\n";
+  files.push_back({"generation_config.json", g.dump(2) + "\n"});
+  return files;
 }
 
 std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
                             const SaveCheckpointOptions& opts) {
-  LATHE_CHECK_ARG(opts.keep >= 1, "[save_checkpoint] keep must be >= 1, got ", opts.keep);
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const fs::path final_dir = root / step_name(st.step);
   const fs::path tmp = root / (".tmp." + step_name(st.step) + "." + std::to_string(::getpid()));
@@ -171,10 +169,8 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
     }
     save_safetensors((tmp / "optimizer.safetensors").string(), moments);
     // A complete Hugging Face folder: the tokenizer and generation_config.json beside the weights.
-    for (const fs::path& src : tokenizer_files(opts.tokenizer))
-      write_file_atomic((tmp / src.filename()).string(), read_small_file(src));
-    if (!opts.generation_config.empty() && !fs::exists(tmp / "generation_config.json"))
-      write_file_atomic((tmp / "generation_config.json").string(), opts.generation_config);
+    for (const auto& [name, bytes] : opts.companion_files)
+      if (!fs::exists(tmp / name)) write_file_atomic((tmp / name).string(), bytes);
     json files = json::object();
     std::vector<fs::path> names;
     for (const auto& e : fs::directory_iterator(tmp)) names.push_back(e.path());
@@ -205,11 +201,6 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
     std::error_code ec;
     fs::remove_all(tmp, ec);  // a full disk leaves no partial folder behind; older checkpoints are intact
     throw;
-  }
-  try {
-    prune(root, st, opts.keep);
-  } catch (const fs::filesystem_error& e) {
-    throw IoError(str_cat("checkpoint ", final_dir.string(), " written, but pruning older ones failed: ", e.what()));
   }
   return final_dir.string();
 }

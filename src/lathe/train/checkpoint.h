@@ -36,14 +36,20 @@ struct TrainState {
 };
 
 struct SaveCheckpointOptions {
-  int keep = 2;                   // checkpoints of this run kept (step 0 aside)
-  std::string tokenizer;          // tokenizer.json or its folder, copied into the checkpoint ("": none)
-  std::string generation_config;  // generation_config.json text, unless the model already writes one
+  // Files written beside the weights (name -> bytes), unless the model writes one of that name itself:
+  // the tokenizer and generation_config.json (checkpoint_companion_files), read once per run so every
+  // checkpoint carries the same tokenizer even if its source is edited or moved during the run.
+  std::vector<std::pair<std::string, std::string>> companion_files;
 };
 
-// Writes <run_dir>/checkpoints/step_<step>/ and prunes this run's older ones beyond `keep`. Returns its path.
+// Writes <run_dir>/checkpoints/step_<step>/ (crash-safe, see above). Returns its path.
 std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
                             const SaveCheckpointOptions& opts);
+
+// Deletes this run's checkpoints (by st.run_id) older than the newest `keep`, up to st.step; step 0 (the
+// initial weights) and other runs' checkpoints (another run id, or none) are never touched. Also removes
+// stale temporaries of interrupted writes. Throws std::filesystem::filesystem_error when a removal fails.
+void prune_checkpoints(const std::string& run_dir, const TrainState& st, int keep);
 
 // The result of checking one checkpoint folder against the digests it records.
 struct CheckpointCheck {
@@ -77,8 +83,11 @@ std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 // state; the weights are loaded by Model::load(dir, writable).
 TrainState load_checkpoint_state(const std::string& dir, AdamW& opt);
 
-// generation_config.json for a model trained from scratch: bos / eos / pad from the model's config, else
-// from the tokenizer's special tokens (`tokenizer`: a tokenizer.json or its folder, "" for none).
-std::string generation_config_json(const ModelConfig& cfg, const std::string& tokenizer);
+// The files that make a checkpoint a complete Hugging Face folder, read now: tokenizer.json (from
+// `tokenizer`, a tokenizer.json of any name or its folder; "": none), tokenizer_config.json and
+// special_tokens_map.json when present beside it, and a generation_config.json with bos / eos / pad from
+// the model's config, else from the tokenizer.
+std::vector<std::pair<std::string, std::string>> checkpoint_companion_files(const ModelConfig& cfg,
+                                                                             const std::string& tokenizer);
 
 }  // namespace lathe::train

@@ -204,6 +204,13 @@ TrainResult Trainer::run(StartMode mode) {
     lock_.reset();  // a second run() of this trainer: flock conflicts with this process's own earlier lock
     lock_ = std::make_unique<RunLock>(RunLock::acquire(cfg_.run_dir));
     const std::vector<std::string> earlier = earlier_run_contents(cfg_.run_dir);
+    // The run writes run.dir/recipe.yaml (the resolved recipe): never over the recipe it was started with,
+    // unless it continues the run that saved it.
+    std::error_code ec;
+    LATHE_CHECK_ARG(mode == StartMode::kResume || cfg_.recipe_path.empty() ||
+                        !fs::equivalent(cfg_.recipe_path, fs::path(cfg_.run_dir) / "recipe.yaml", ec),
+                    "the recipe ", cfg_.recipe_path, " is run.dir's recipe.yaml, which the run writes (the resolved ",
+                    "recipe): copy it elsewhere, or choose another run.dir");
     if (mode == StartMode::kOverwrite) {
       remove_earlier_run(cfg_.run_dir);
       if (!earlier.empty()) say("--overwrite: removed the earlier run in " + cfg_.run_dir + " (" + first_few(earlier) + ")");
@@ -271,17 +278,18 @@ TrainResult Trainer::run(StartMode mode) {
   // --- data --------------------------------------------------------------------------------------------
   const uint64_t vocab = static_cast<uint64_t>(model.config().vocab_size);
   const json manifest = read_manifest(cfg_.train_data);  // null without `lathe data prepare`'s manifest
-  // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json.
-  SaveCheckpointOptions ckpt_opts{.keep = cfg_.keep_checkpoints};
-  if (lead) {
+  // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json, read once.
+  SaveCheckpointOptions ckpt_opts;
+  on_lead(comm, "checkpoint files", [&] {
+    std::string tokenizer;
     if (manifest.is_object() && manifest.contains("tokenizer") && manifest["tokenizer"].is_string()) {
-      ckpt_opts.tokenizer = manifest["tokenizer"].get<std::string>();
-      LATHE_CHECK_ARG(!ckpt_opts.tokenizer.empty() && fs::exists(ckpt_opts.tokenizer), "the manifest of ",
-                      cfg_.train_data, " names the tokenizer '", ckpt_opts.tokenizer,
+      tokenizer = manifest["tokenizer"].get<std::string>();
+      LATHE_CHECK_ARG(!tokenizer.empty() && fs::exists(tokenizer), "the manifest of ", cfg_.train_data,
+                      " names the tokenizer '", tokenizer,
                       "', which does not exist: checkpoints could not carry it and the samples could not be decoded");
     }
-    ckpt_opts.generation_config = generation_config_json(model.config(), ckpt_opts.tokenizer);
-  }
+    ckpt_opts.companion_files = checkpoint_companion_files(model.config(), tokenizer);
+  });
   int32_t delimiter = -1;  // document masking needs the token that opens each document
   if (cfg_.document_masking) {
     delimiter = cfg_.delimiter_id;
@@ -387,8 +395,15 @@ TrainResult Trainer::run(StartMode mode) {
       }
       try {
         dir = save_checkpoint(cfg_.run_dir, model, whole ? *whole : opt, state, ckpt_opts);
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         error = str_cat("checkpoint of step ", step, " not written (earlier checkpoints are intact): ", e.what());
+      }
+      if (!dir.empty()) {
+        try {  // a checkpoint that cannot be pruned is still written: warn and train on
+          prune_checkpoints(cfg_.run_dir, state, cfg_.keep_checkpoints);
+        } catch (const std::exception& e) {
+          say(str_cat("warning: checkpoint ", dir, " written, but pruning older ones failed: ", e.what()));
+        }
       }
     }
     double failed = error.empty() ? 0 : 1;
