@@ -114,7 +114,7 @@ Args Args::parse(int argc, char** argv, int first, const CommandSpec& spec) {
     const OptionSpec* o = find_option(spec, name);
     if (!o)
       throw InvalidArgument(str_cat("unknown option ", name, " (accepted:", accepted_list(spec), ")"));
-    LATHE_CHECK_ARG(!a.values_.count(name), "option ", name, " given more than once");
+    // Given again, the last value wins (as argparse and llama.cpp do), so scripts can append overrides.
     if (o->value.empty()) {  // a switch
       std::string v = "true";
       if (eq != std::string::npos) {

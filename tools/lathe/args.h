@@ -53,7 +53,6 @@ class Args {
   bool help() const { return help_; }
   // Whether `opt` was given; for a switch, whether it is on (`--x=no` is off).
   bool has(const std::string& opt) const;
-  bool flag(const std::string& opt) const { return has(opt); }  // a switch: off unless given
   std::string str(const std::string& opt, const std::string& fallback) const;
   // An integer in [min, max]; "out of range" (naming the option and the range) beyond it or beyond int64.
   int64_t integer(const std::string& opt, int64_t fallback, int64_t min = std::numeric_limits<int64_t>::min(),

@@ -49,7 +49,7 @@ int cmd_chat_template(int argc, char** argv) {
                   "stdin: expected {\"messages\": [...], ...}");
   jinja::ChatRequest req;
   req.messages = input["messages"];
-  req.add_generation_prompt = a.flag("--add-generation-prompt");
+  req.add_generation_prompt = a.has("--add-generation-prompt");
   for (auto it = input.begin(); it != input.end(); ++it)
     if (it.key() != "messages") req.extra[it.key()] = it.value();
   std::cout << jinja::apply_chat_template(config, req);

@@ -43,8 +43,8 @@ int cmd_generate(int argc, char** argv) {
   const std::vector<int32_t> prompt = parse_id_list(a.str("--prompt-ids", ""));
   Context ctx(a.threads());
   ContextScope scope(ctx);
-  auto model = Model::load(a.positional[0], {.force_f32 = a.flag("--f32")});
-  if (!a.flag("--ignore-eos")) o.stop_token_ids = model->config().eos_token_ids;
+  auto model = Model::load(a.positional[0], {.force_f32 = a.has("--f32")});
+  if (!a.has("--ignore-eos")) o.stop_token_ids = model->config().eos_token_ids;
   GenerateResult r = generate(*model, prompt, o);
   for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
   std::printf("\n");

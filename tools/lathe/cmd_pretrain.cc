@@ -9,6 +9,7 @@
 #include <string>
 
 #include "args.h"
+#include "lathe/base/context.h"
 #include "lathe/infer/generate.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/train/data_loader.h"
@@ -141,6 +142,8 @@ int cmd_pretrain(int argc, char** argv) {
     if (tok_path.empty()) {
       std::printf("samples: skipped (no tokenizer recorded next to the training shards)\n");
     } else {
+      Context ctx(cfg.threads > 0 ? cfg.threads : default_thread_count());  // run.threads, as training
+      ContextScope scope(ctx);
       const auto tok = tokenizer::Tokenizer::load(tok_path);
       auto model = Model::load(res.last_checkpoint);
       std::printf("samples (greedy):\n");

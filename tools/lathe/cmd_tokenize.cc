@@ -59,7 +59,7 @@ int cmd_tokenize(int argc, char** argv) {
   }
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(a.positional[0]);
   const std::string field = a.str("--field", "text");
-  const bool special = a.flag("--special"), want_tokens = a.flag("--tokens"), want_offsets = a.flag("--offsets");
+  const bool special = a.has("--special"), want_tokens = a.has("--tokens"), want_offsets = a.has("--offsets");
   std::string line;
   size_t line_no = 0;
   while (std::getline(std::cin, line)) {
@@ -110,7 +110,7 @@ int cmd_detokenize(int argc, char** argv) {
                       tok.vocab_size());
       ids.push_back(static_cast<uint32_t>(id));
     }
-    std::cout << dump_line(json{{"text", tok.decode(ids, a.flag("--skip-special"))}}) << '\n';
+    std::cout << dump_line(json{{"text", tok.decode(ids, a.has("--skip-special"))}}) << '\n';
   }
   return 0;
 }

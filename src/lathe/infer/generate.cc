@@ -13,18 +13,19 @@ GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const 
   LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0, got ", opts.max_new_tokens);
   LATHE_CHECK_ARG(opts.min_new_tokens >= 0, "[generate] min_new_tokens must be >= 0, got ", opts.min_new_tokens);
   Sampler sampler(opts.sampling);  // checks the sampling options before any work
-  const int64_t n_ctx = model.config().max_positions;  // 0: not stated by the config
-  const int64_t n_total = static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
-  LATHE_CHECK_ARG(n_ctx <= 0 || n_total <= n_ctx, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
-                  opts.max_new_tokens, ") = ", n_total, " exceeds the model's context of ", n_ctx,
-                  " positions (max_position_embeddings)");
+  // Positions the cache holds: the prompt and every sampled token but the last, which is never fed back.
+  const int64_t n_ctx = model.config().max_positions;
+  const int64_t n_fed = static_cast<int64_t>(prompt.size()) + std::max(0, opts.max_new_tokens - 1);
+  LATHE_CHECK_ARG(n_fed <= n_ctx, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                  opts.max_new_tokens, ") needs ", n_fed, " positions, beyond the model's context of ", n_ctx,
+                  " (max_position_embeddings)");
   check_token_ids(prompt, model.config().vocab_size, "[generate] prompt");
   NoGradGuard no_grad;
   using clock = std::chrono::steady_clock;
   GenerateResult r;
   r.tokens = prompt;
   r.n_prompt = static_cast<int64_t>(prompt.size());
-  KvCache cache = model.make_cache(n_total);
+  KvCache cache = model.make_cache(n_fed);
   const int64_t V = model.config().vocab_size;
 
   auto t0 = clock::now();

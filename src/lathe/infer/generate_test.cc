@@ -54,14 +54,16 @@ TEST(Generate, RejectsBadOptionsBeforeRunning) {
   // prompt + max_new_tokens beyond the context is named (the fixture's context is max_positions).
   const int64_t n_ctx = model->config().max_positions;
   ASSERT_GT(n_ctx, 2);
+  // The last sampled token is never fed back, so prompt + max_new_tokens may be n_ctx + 1 and no more.
+  const int fits = static_cast<int>(n_ctx - static_cast<int64_t>(prompt.size()) + 1);
   try {
-    generate(*model, prompt, {.max_new_tokens = static_cast<int>(n_ctx), .on_token = count});
+    generate(*model, prompt, {.max_new_tokens = fits + 1, .on_token = count});
     ADD_FAILURE() << "a prompt + max_new_tokens beyond the context was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos) << e.what();
   }
-  const GenerateResult r = generate(*model, prompt, {.max_new_tokens = static_cast<int>(n_ctx - 2)});
-  EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), n_ctx);
+  const GenerateResult r = generate(*model, prompt, {.max_new_tokens = fits, .stop_token_ids = {}});
+  EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), n_ctx + 1);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/base/thread_pool.h"
 #include "lathe/models/config.h"
 
 namespace lathe::train {
@@ -217,8 +218,8 @@ void validate_recipe(const TrainConfig& c) {
   LATHE_CHECK_ARG(c.model_config.is_null() || c.model_config.is_object(), where, ": model.config must be a mapping");
   // run
   check(!c.run_dir.empty(), "run.dir", c.run_dir, "must name a folder");
-  check(c.threads >= 0 && c.threads <= kMaxRecipeThreads, "run.threads", c.threads,
-        str_cat("must be in [0, ", kMaxRecipeThreads, "] (0: all cores)"));
+  check(c.threads >= 0 && c.threads <= kMaxThreadCount, "run.threads", c.threads,
+        str_cat("must be in [0, ", kMaxThreadCount, "] (0: all cores)"));
   check(c.log_every >= 1, "run.log_every", c.log_every, "must be at least 1");
   check(one_of(c.precision, {"f32", "bf16"}), "run.precision", c.precision, "must be f32 or bf16");
   check(one_of(c.overlap_allreduce, {"auto", "on", "off"}), "run.overlap_allreduce", c.overlap_allreduce,

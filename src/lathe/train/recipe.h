@@ -70,8 +70,6 @@ struct TrainConfig {
   std::string recipe_path;  // where the recipe came from (error messages)
 };
 
-inline constexpr int kMaxRecipeThreads = 4096;  // run.threads above this is a typo, not a machine
-
 // Checks every key of a resolved recipe (ranges, positivity, choices); throws InvalidArgument naming the
 // recipe, the key and its value. load_recipe / parse_recipe call it.
 void validate_recipe(const TrainConfig& c);
