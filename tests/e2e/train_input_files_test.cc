@@ -172,6 +172,19 @@ TEST_F(TrainInputFiles, ResumeSkipsACheckpointWithAFifoStateJson) {
   }
 }
 
+// The run folder's lock file as a FIFO or folder: refused naming it, before anything is written.
+TEST_F(TrainInputFiles, LockFileFifoOrFolderFailsNamingIt) {
+  const std::string run = *dir_ + "/lock_run";
+  fs::create_directories(run);
+  for (const bool fifo : {true, false}) {
+    if (fifo) make_fifo(run + "/lock");
+    else make_folder(run + "/lock");
+    const auto r = run_lathe_bounded(tiny(*dir_ + "/data/world", run, "schedule.steps=1 checkpoint.every=0"), kTimeout);
+    EXPECT_TRUE(is_clean_error(r, run + "/lock: " + (fifo ? kFifo : kFolder))) << r.second;
+    EXPECT_FALSE(fs::exists(run + "/recipe.yaml")) << r.second;
+  }
+}
+
 // metrics.jsonl as a FIFO: --resume (which reads it back, then appends) and plot fail naming it.
 TEST_F(TrainInputFiles, MetricsFifoFailsNamingIt) {
   const std::string run = *dir_ + "/metrics_run";
