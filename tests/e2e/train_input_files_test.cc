@@ -38,8 +38,8 @@ void make_folder(const std::string& path) {
 
 // The quickstart recipe shrunk to a 2-layer model, `extra` appended.
 std::string tiny(const std::string& data, const std::string& run_dir, const std::string& extra) {
-  return "pretrain " + std::string(LATHE_SOURCE_DIR) + "/recipes/quickstart.yaml data.train=" + data + " data.val=" + data +
-         " run.dir=" + run_dir +
+  return "pretrain " + std::string(LATHE_SOURCE_DIR) + "/recipes/quickstart.yaml data.train=" + data +
+         " data.val=" + data + " run.dir=" + run_dir +
          " run.threads=2 model.config.hidden_size=32 model.config.intermediate_size=64"
          " model.config.num_hidden_layers=2 model.config.num_attention_heads=4 model.config.num_key_value_heads=2"
          " model.config.head_dim=8 data.seq_len=32 data.batch_size=4 schedule.warmup_steps=1 eval.every=0"

@@ -52,7 +52,8 @@ RunLock RunLock::acquire(const std::string& run_dir) {
   if (l.fd_ < 0) {
     const int err = errno;
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw IoError(not_regular_file_message(path, st.st_mode));
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw IoError(not_regular_file_message(path, st.st_mode));
     throw IoError(str_cat(path, ": cannot open the run folder's lock file: ", std::strerror(err)));
   }
   struct stat st {};
