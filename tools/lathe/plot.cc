@@ -76,7 +76,8 @@ void panel(std::ostringstream& svg, double top, double height, const std::string
 
 int write_training_plot(const std::string& run_dir, const std::string& svg_path) {
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
-  LATHE_CHECK_ARG(fs::is_regular_file(metrics), metrics.string(), ": cannot read (is ", run_dir,
+  // Present but a FIFO or folder: read_metrics says what it is (and never blocks).
+  LATHE_CHECK_ARG(fs::exists(metrics), metrics.string(), ": cannot read (is ", run_dir,
                   " a lathe pretrain run folder?)");
   // Bad lines (a torn last line of a killed run, a NaN written as null, a damaged file) are skipped and
   // reported by file:line; the curve is drawn from the rest.

@@ -36,6 +36,10 @@ Json read_object(const std::string& path) {
 
 }  // namespace
 
+std::string not_regular_file_message(const std::string& path, mode_t mode) {
+  return str_cat(path, ": is ", file_kind(mode), ", not a regular file");
+}
+
 RegularFile open_regular_file(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; on a regular
   // file it changes nothing (regular-file reads never block in the O_NONBLOCK sense).
@@ -44,7 +48,7 @@ RegularFile open_regular_file(const std::string& path) {
     const int err = errno;
     struct stat st {};  // a socket cannot be opened at all (ENXIO): say what it is
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+      throw IoError(not_regular_file_message(path, st.st_mode));
     throw IoError(str_cat(path, ": cannot open: ", std::strerror(err)));
   }
   struct stat st {};
@@ -55,7 +59,7 @@ RegularFile open_regular_file(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+    throw IoError(not_regular_file_message(path, st.st_mode));
   }
   return RegularFile{fd, static_cast<size_t>(st.st_size)};
 }

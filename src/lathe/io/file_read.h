@@ -3,6 +3,8 @@
 // with an IoError naming the path, without blocking (a FIFO with no writer would block a plain open).
 #pragma once
 
+#include <sys/types.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -16,6 +18,10 @@ struct RegularFile {
 // Opens with O_NONBLOCK (never waits on a FIFO), then fstat: IoError "<path>: is a FIFO, not a regular
 // file" (or folder, socket, device), or "<path>: cannot open: <errno text>".
 RegularFile open_regular_file(const std::string& path);
+
+// "<path>: is a FIFO (named pipe), not a regular file" (or a directory, socket, device) for a stat mode: the
+// message open_regular_file throws, for other openers (the run folder's lock, metrics appends).
+std::string not_regular_file_message(const std::string& path, mode_t mode);
 
 // The whole file as bytes (open_regular_file, then read).
 std::string read_file(const std::string& path);

@@ -220,7 +220,7 @@ CheckpointCheck verify_checkpoint(const std::string& dir_str) {
   }
   // DONE: written last; it records state.json's digest (empty in checkpoints of older lathe).
   json done;
-  if (!fs::is_regular_file(dir / "DONE", ec)) {
+  if (!fs::exists(dir / "DONE", ec)) {  // present but a FIFO or folder: reading it below says what it is
     fail("DONE", "missing: the checkpoint is incomplete (its write was interrupted, or the file was removed)");
   } else {
     std::string text;
@@ -282,7 +282,7 @@ CheckpointCheck verify_checkpoint(const std::string& dir_str) {
     return c;
   }
   for (const char* name : kRequiredFiles) {
-    if (!fs::is_regular_file(dir / name, ec)) {
+    if (!fs::exists(dir / name, ec)) {  // a FIFO or folder in its place: opening it below says what it is
       fail(name, "missing");
       continue;
     }

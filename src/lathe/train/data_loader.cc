@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/io/file_read.h"
 
 namespace lathe::train {
 
@@ -57,12 +57,14 @@ std::string resolve_recorded(const std::string& p, const fs::path& manifest_dir,
 std::optional<std::string> find_manifest(const std::string& data) {
   const fs::path p = data;
   std::error_code ec;
-  if (p.extension() == ".json" && fs::is_regular_file(p, ec)) return data;
+  // A NAME.json that is not a regular file (a FIFO, a folder) is still taken as the manifest, so reading it
+  // fails naming what it is rather than falling back to every shard of the folder.
+  if (p.extension() == ".json" && fs::exists(p, ec)) return data;
   if (fs::is_directory(p, ec)) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p)) {
       const std::string name = e.path().filename().string();
-      if (!ends_with(name, ".json") || !e.is_regular_file(ec)) continue;
+      if (!ends_with(name, ".json")) continue;
       const std::string stem = name.substr(0, name.size() - 5);
       if (!glob_shards((p / stem).string(), "train").empty() || !glob_shards((p / stem).string(), "val").empty())
         found.push_back(e.path().string());
@@ -78,7 +80,7 @@ std::optional<std::string> find_manifest(const std::string& data) {
     return std::nullopt;
   }
   const std::string beside = data + ".json";
-  if (fs::is_regular_file(beside, ec)) return beside;
+  if (fs::exists(beside, ec)) return beside;
   return std::nullopt;
 }
 
@@ -87,9 +89,7 @@ nlohmann::json read_manifest(const std::string& data) {
   if (!path) return nullptr;
   nlohmann::json m;
   try {
-    std::ifstream in(*path);
-    LATHE_CHECK_FORMAT(in.good(), *path, ": cannot read the data manifest");
-    m = nlohmann::json::parse(in);
+    m = nlohmann::json::parse(read_file(*path));  // a FIFO, folder or device: an IoError naming it
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(str_cat(*path, ": not a data manifest (invalid JSON: ", e.what(), ")"));
   }

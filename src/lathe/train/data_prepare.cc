@@ -4,12 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/io/line_reader.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/io/tokenizer/unicode.h"
@@ -34,13 +35,9 @@ class DocumentReader {
   explicit DocumentReader(const PrepareOptions& opts) : opts_(opts) {
     LATHE_CHECK_ARG(opts.text_split == "line" || opts.text_split == "paragraph" || opts.text_split == "file",
                     "data prepare: text_split must be line, paragraph or file, got '", opts.text_split, "'");
-    for (const auto& p : opts.inputs) {
-      std::error_code ec;
-      LATHE_CHECK_ARG(!fs::exists(p, ec) || fs::is_regular_file(p, ec), p, ": input is not a regular file");
-      const auto size = fs::file_size(p, ec);
-      if (ec) throw IoError(str_cat(p, ": cannot read input: ", ec.message()));
-      bytes_total_ += static_cast<int64_t>(size);
-    }
+    // Every input opened once up front: a FIFO, folder or device (or a missing file) fails here, naming
+    // it, before anything is written.
+    for (const auto& p : opts.inputs) bytes_total_ += static_cast<int64_t>(LineReader::open(p).size());
   }
   int64_t bytes_total() const { return bytes_total_; }
   int64_t bytes_done() const { return bytes_done_; }
@@ -49,17 +46,16 @@ class DocumentReader {
   bool read_block(std::vector<std::string>& docs, size_t max_docs, size_t max_bytes) {
     size_t bytes = 0;
     while (docs.size() < max_docs && bytes < max_bytes) {
-      if (!in_.is_open()) {
+      if (!in_) {
         if (next_file_ >= opts_.inputs.size()) return !docs.empty();
         path_ = opts_.inputs[next_file_++];
-        in_.open(path_, std::ios::binary);
-        if (!in_) throw IoError(str_cat(path_, ": cannot open input"));
+        in_ = LineReader::open(path_);  // streamed: an input can be larger than memory
         line_no_ = 0;
         file_offset_ = 0;
       }
       std::string doc;
       if (!next_document(doc)) {
-        in_.close();
+        in_.reset();
         continue;
       }
       bytes += doc.size();
@@ -72,7 +68,7 @@ class DocumentReader {
   bool next_document(std::string& doc) {
     std::string line;
     if (is_jsonl(path_)) {
-      while (std::getline(in_, line)) {
+      while (in_->next(line)) {
         ++line_no_;
         bytes_done_ += static_cast<int64_t>(line.size()) + 1;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -113,7 +109,7 @@ class DocumentReader {
   // One line of a plain text input, which must be UTF-8 (as JSON strings are): the tokenizer would
   // otherwise train on U+FFFD in place of the bytes, silently.
   bool next_text_line(std::string& line) {
-    if (!std::getline(in_, line)) return false;
+    if (!in_->next(line)) return false;
     ++line_no_;
     const size_t valid = tokenizer::utf8_valid_prefix(line);
     LATHE_CHECK_FORMAT(valid == line.size(), path_, ":", line_no_, ": invalid UTF-8 at byte offset ",
@@ -126,7 +122,7 @@ class DocumentReader {
 
   const PrepareOptions& opts_;
   size_t next_file_ = 0;
-  std::ifstream in_;
+  std::optional<LineReader> in_;
   std::string path_;
   size_t line_no_ = 0;
   int64_t file_offset_ = 0;  // of the current line in the current file

@@ -1,9 +1,9 @@
 #include "lathe/train/metrics_file.h"
 
 #include <cmath>
-#include <fstream>
 
 #include "lathe/base/error.h"
+#include "lathe/io/line_reader.h"
 
 namespace lathe::train {
 
@@ -18,11 +18,10 @@ std::string shown(const json& v) {
 }  // namespace
 
 MetricsRead read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) throw IoError(str_cat(path, ": cannot read"));
+  LineReader in = LineReader::open(path);  // a FIFO, folder or device: an IoError naming it, never a hang
   MetricsRead out;
   std::string text;
-  for (int64_t n = 1; std::getline(in, text); ++n) {
+  for (int64_t n = 1; in.next(text); ++n) {
     if (text.empty()) continue;
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
@@ -44,7 +43,6 @@ MetricsRead read_metrics(const std::string& path) {
     }
     out.lines.push_back(std::move(l));
   }
-  if (in.bad()) throw IoError(str_cat(path, ": read failed"));
   return out;
 }
 

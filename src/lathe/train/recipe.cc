@@ -3,13 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "lathe/base/error.h"
 #include "lathe/base/thread_pool.h"
+#include "lathe/io/file_read.h"
 #include "lathe/models/config.h"
 
 namespace lathe::train {
@@ -30,11 +29,8 @@ void merge(json& base, const json& over) {
 
 json read_recipe_tree(const std::string& path, int depth) {
   LATHE_CHECK_ARG(depth < 8, path, ": base_recipe chain deeper than 8 (a cycle?)");
-  std::ifstream in(path);
-  LATHE_CHECK_ARG(in.good(), path, ": cannot read recipe");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json tree = yaml_to_json(ss.str(), path);
+  // A FIFO, folder or device (also as a base_recipe) is refused naming it, without blocking.
+  json tree = yaml_to_json(read_file(path), path);
   LATHE_CHECK_ARG(tree.is_object(), path, ": a recipe is a YAML mapping");
   if (tree.contains("base_recipe")) {
     LATHE_CHECK_ARG(tree["base_recipe"].is_string(), path, ": base_recipe must be a file name");

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,11 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
+#include "lathe/io/line_reader.h"
 
 namespace lathe::train {
 
@@ -44,14 +46,27 @@ RunLock RunLock::acquire(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "lock").string();
   RunLock l;
   // No O_TRUNC: the holder's pid stays readable until this process owns the lock.
-  l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (l.fd_ < 0) throw IoError(str_cat(path, ": cannot open the run folder's lock file: ", std::strerror(errno)));
+  // O_NONBLOCK: whatever is in the lock file's place, the open never waits. The holder's pid is read back
+  // through this same descriptor, once it is known to be a regular file.
+  l.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (l.fd_ < 0) {
+    const int err = errno;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw IoError(not_regular_file_message(path, st.st_mode));
+    throw IoError(str_cat(path, ": cannot open the run folder's lock file: ", std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(l.fd_, &st) != 0) throw IoError(str_cat(path, ": cannot stat the lock file: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw IoError(not_regular_file_message(path, st.st_mode));
   if (::flock(l.fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
-      std::ifstream in(path);
-      std::string pid;
-      std::getline(in, pid);
+      char buf[32] = {};
+      const ssize_t n = ::pread(l.fd_, buf, sizeof(buf) - 1, 0);
+      std::string pid(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      pid = pid.substr(0, pid.find('\n'));
+      if (pid.find_first_not_of("0123456789") != std::string::npos) pid.clear();  // not a pid lathe wrote
       throw IoError(str_cat("run folder ", run_dir, " is in use by another lathe process",
                             pid.empty() ? std::string() : " (pid " + pid + ")", " that holds ", path,
                             "; wait for it to finish, stop it, or choose another run.dir"));
@@ -83,9 +98,9 @@ std::vector<std::string> earlier_run_contents(const std::string& run_dir) {
   }
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   if (fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) > 0) {
-    std::ifstream in(metrics);
+    LineReader in = LineReader::open(metrics.string());
     size_t lines = 0;
-    for (std::string line; std::getline(in, line);) ++lines;
+    for (std::string line; in.next(line);) ++lines;
     out.push_back(str_cat("metrics.jsonl (", lines, lines == 1 ? " line)" : " lines)"));
   }
   return out;
