@@ -22,10 +22,7 @@ std::vector<fs::path> checkpoints_of(const fs::path& dir) {
   LATHE_CHECK_ARG(fs::is_directory(dir), "checkpoint verify: ", dir.string(), " is not a folder");
   if (fs::exists(dir / "state.json") || fs::exists(dir / "DONE") || fs::exists(dir / "model.safetensors")) return {dir};
   const fs::path root = fs::is_directory(dir / "checkpoints") ? dir / "checkpoints" : dir;
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
+  const std::vector<fs::path> out = train::checkpoint_folders(root);
   LATHE_CHECK_ARG(!out.empty(), "checkpoint verify: ", dir.string(),
                   " is neither a checkpoint folder (no state.json) nor a run folder (no checkpoints/step_*)");
   return out;

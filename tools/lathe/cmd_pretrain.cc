@@ -56,8 +56,8 @@ const CommandSpec& pretrain_spec() {
       .brief = "pre-train as the recipe says (progress, checkpoints, samples)",
       .summary = "Trains a model as the recipe says (docs/recipes.md); key=value overrides any recipe key, e.g.\n"
                  "schedule.steps=500 optimizer.lr=1e-3 run.dir=runs/try2. SIGINT / SIGTERM stop after the current\n"
-                 "step and write a checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg,\n"
-                 "checkpoints/step_N/}; run.dir is locked while it trains. `lathe checkpoint verify DIR` checks a\n"
+                 "step and write a checkpoint. Writes run.dir/{recipe.yaml, recipe.json, metrics.jsonl, loss.svg,\n"
+                 "checkpoints/step_N/}; run.dir is locked (run.dir/lock) while it trains. `lathe checkpoint verify DIR` checks a\n"
                  "checkpoint's files against their checksums.\n",
       .options = {
           {"--resume", "", "continue from the newest intact checkpoint in run.dir (damaged ones are skipped, with the reason; step 0 if there is none)"},

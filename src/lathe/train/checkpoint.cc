@@ -31,27 +31,10 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
-// Checkpoint folders (complete or not), oldest first.
-std::vector<fs::path> checkpoint_folders(const fs::path& ckpt_root) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  if (!fs::is_directory(ckpt_root, ec)) return out;
-  for (const auto& e : fs::directory_iterator(ckpt_root, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step_", 0) == 0) out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());  // zero-padded step numbers sort in step order
-  return out;
-}
-
-std::string read_small_file(const fs::path& p) {
-  const MappedFile f = MappedFile::open(p.string());
-  return std::string(f.data ? f.data : "", f.size);
-}
 
 // state.json as an object, or a FormatError naming the file.
 json read_state_json(const fs::path& dir) {
-  const std::string text = read_small_file(dir / "state.json");
+  const std::string text = read_file((dir / "state.json").string());
   json st = json::parse(text, nullptr, /*allow_exceptions=*/false);
   LATHE_CHECK_FORMAT(!st.is_discarded(), (dir / "state.json").string(), ": not valid JSON");
   LATHE_CHECK_FORMAT(st.is_object(), (dir / "state.json").string(), ": not a JSON object");
@@ -100,6 +83,18 @@ std::string check_digest(const fs::path& file, const json& want) {
 }
 
 }  // namespace
+
+std::vector<fs::path> checkpoint_folders(const fs::path& ckpt_root) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(ckpt_root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(ckpt_root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step_", 0) == 0) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());  // zero-padded step numbers sort in step order
+  return out;
+}
 
 void prune_checkpoints(const std::string& run_dir, const TrainState& st, int keep) {
   LATHE_CHECK_ARG(keep >= 1, "[prune_checkpoints] keep must be >= 1, got ", keep);
@@ -225,7 +220,7 @@ CheckpointCheck verify_checkpoint(const std::string& dir_str) {
   } else {
     std::string text;
     try {
-      text = read_small_file(dir / "DONE");
+      text = read_file((dir / "DONE").string());
     } catch (const IoError& e) {
       fail("DONE", e.what());
     }

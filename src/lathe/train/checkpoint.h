@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,6 +46,9 @@ struct SaveCheckpointOptions {
 // Writes <run_dir>/checkpoints/step_<step>/ (crash-safe, see above). Returns its path.
 std::string save_checkpoint(const std::string& run_dir, const Model& model, const AdamW& opt, const TrainState& st,
                             const SaveCheckpointOptions& opts);
+
+// The checkpoint folders (step_*, complete or not) under `ckpt_root` (RUN/checkpoints), oldest first.
+std::vector<std::filesystem::path> checkpoint_folders(const std::filesystem::path& ckpt_root);
 
 // Deletes this run's checkpoints (by st.run_id) older than the newest `keep`, up to st.step; step 0 (the
 // initial weights) and other runs' checkpoints (another run id, or none) are never touched. Also removes

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/train/checkpoint.h"
 #include "lathe/io/file_read.h"
 #include "lathe/io/line_reader.h"
 
@@ -88,14 +89,8 @@ RunLock::~RunLock() {
 std::vector<std::string> earlier_run_contents(const std::string& run_dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  const fs::path ckpts = fs::path(run_dir) / "checkpoints";
-  if (fs::is_directory(ckpts, ec)) {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(ckpts, ec))
-      if (e.path().filename().string().rfind("step_", 0) == 0) names.push_back("checkpoints/" + e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    out.insert(out.end(), names.begin(), names.end());
-  }
+  for (const fs::path& p : checkpoint_folders(fs::path(run_dir) / "checkpoints"))
+    out.push_back("checkpoints/" + p.filename().string());
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   if (fs::is_regular_file(metrics, ec) && fs::file_size(metrics, ec) > 0) {
     LineReader in = LineReader::open(metrics.string());
