@@ -58,7 +58,8 @@ struct ModelConfig {
   bool qkv_bias = false, out_bias = false, mlp_bias = false;
   bool learned_positions = false;  // GPT-2: wpe instead of rotary
   bool tie_embeddings = false;
-  float embed_scale = 1.f;         // Gemma: sqrt(C), rounded to the activation dtype as HF does
+  bool scale_embeddings = false;   // Gemma: the embeddings are multiplied by sqrt(C) (embed_scale)
+  float embed_scale = 1.f;         // derived: sqrt(C) rounded to the activation dtype as HF does, or 1
   float attn_scale = 0.f;          // softmax scale (0 as read: 1/sqrt(D), or 1/sqrt(query_pre_attn_scalar))
   float attn_softcap = 0.f;        // Gemma 2 (0: off)
   float final_softcap = 0.f;       // Gemma 2 final logits (0: off)
@@ -101,8 +102,8 @@ struct ModelConfig {
 };
 
 // config.json text -> a validated ModelConfig with its per-layer list: the family (registry) reads the
-// values, validate_config checks them, then the derived fields (head_dim, layers, attn_scale, rotary dims)
-// are filled in. Errors (InvalidArgument, FormatError, NotImplemented) start with `where` and name the key.
+// values, validate_config checks them, then the derived fields (head_dim, layers, attn_scale, embed_scale,
+// rotary dims) are filled in. Errors (InvalidArgument, FormatError, NotImplemented) start with `where` and name the key.
 ModelConfig parse_model_config(const std::string& text, const std::string& where);
 
 // The one validation pass over a config as read (and again once derived, or for one built by hand):

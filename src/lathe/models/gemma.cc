@@ -1,8 +1,6 @@
 // Gemma 2 and Gemma 3 (text): Llama-style blocks plus sandwich norms, (1 + w) RMSNorm, scaled
 // embeddings, GeGLU, query_pre_attn_scalar, alternating sliding-window / global layers, and (Gemma 2)
 // attention and final-logit soft-capping, or (Gemma 3) q/k norms and a separate local RoPE base.
-#include <cmath>
-
 #include "lathe/base/error.h"
 #include "lathe/models/family.h"
 
@@ -17,8 +15,7 @@ void parse_gemma(const json& hf, ModelConfig& c) {
   c.sandwich_norms = true;
   c.tie_embeddings = hf_bool_or(hf, "tie_word_embeddings", true);
   c.qk_norm = c.family == "gemma3";
-  // HF multiplies by sqrt(C) cast to the activation dtype: in f32 that is the f32-rounded value.
-  c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden)));
+  c.scale_embeddings = true;  // by sqrt(C), derived once hidden_size is validated
   if (hf.contains("query_pre_attn_scalar") && !hf["query_pre_attn_scalar"].is_null())
     c.query_pre_attn_scalar = hf_float_or(hf, "query_pre_attn_scalar", 0.0);
   c.attn_softcap = hf_f32_or(hf, "attn_logit_softcapping", 0.0);
