@@ -1,7 +1,5 @@
 #include "lathe/io/checksum.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 
 namespace lathe {
 
@@ -35,14 +34,11 @@ FileDigest digest_bytes(const void* data, size_t size) {
 }
 
 FileDigest digest_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
-  if (fd < 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
+  const int fd = open_regular_file(path).fd;  // refuses a FIFO, folder or device, naming what it is
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw IoError(str_cat(path, ": not a regular file"));
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
   if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) throw IoError(str_cat(path, ": cannot start the checksum"));
   std::vector<char> buf(1 << 20);

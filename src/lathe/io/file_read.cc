@@ -37,17 +37,16 @@ Json read_object(const std::string& path) {
 }  // namespace
 
 RegularFile open_regular_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; on a regular
-  // file it changes nothing (regular-file reads never block in the O_NONBLOCK sense).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    struct stat st {};  // a socket cannot be opened at all (ENXIO): say what it is
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
-    throw IoError(str_cat(path, ": cannot open: ", std::strerror(err)));
-  }
+  // stat before open: opening a device or a FIFO has effects of its own (a tape rewinds, a terminal
+  // becomes the controlling one, a FIFO's writer is released), so a path that is not a regular file,
+  // also behind a symlink planted in a model folder, is refused without ever being opened.
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw IoError(str_cat(path, ": is ", file_kind(st.st_mode), ", not a regular file"));
+  // The path may be replaced between stat and open: O_NONBLOCK keeps the open of a FIFO swapped in from
+  // waiting for a writer (on a regular file it changes nothing), and fstat checks what was opened.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);

@@ -1,6 +1,7 @@
 // Opening files for reading. Every file lathe reads (safetensors, config.json, the index, tokenizer
 // files, ...) is opened here: anything but a regular file (a FIFO, folder, socket or device) is refused
-// with an IoError naming the path, without blocking (a FIFO with no writer would block a plain open).
+// with an IoError naming the path, without opening it (opening a device has side effects; a FIFO with no
+// writer would block a plain open).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,8 +14,10 @@ struct RegularFile {
   int fd = -1;
   size_t size = 0;
 };
-// Opens with O_NONBLOCK (never waits on a FIFO), then fstat: IoError "<path>: is a FIFO, not a regular
-// file" (or folder, socket, device), or "<path>: cannot open: <errno text>".
+// stat first, so that anything but a regular file (a FIFO, folder, socket or device, also behind a
+// symlink) is refused without being opened: IoError "<path>: is a FIFO (named pipe), not a regular file"
+// (or a directory, socket, device), or "<path>: cannot open: <errno text>". Then opens with O_NONBLOCK
+// and checks the opened file again with fstat (the path may have been swapped in between).
 RegularFile open_regular_file(const std::string& path);
 
 // The whole file as bytes (open_regular_file, then read).

@@ -1,7 +1,10 @@
 #include "lathe/io/file_read.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -33,6 +36,37 @@ TEST(FileRead, RefusesAnythingButARegularFileWithoutBlocking) {
   EXPECT_EQ(error_of([&] { read_file(d + "/dir"); }), d + "/dir: is a directory, not a regular file");
   EXPECT_EQ(error_of([&] { read_file("/dev/null"); }), "/dev/null: is a character device, not a regular file");
   EXPECT_NE(error_of([&] { read_file(d + "/missing"); }).find(d + "/missing: cannot open"), std::string::npos);
+}
+
+// A hostile model folder: config.json a symlink to a FIFO (it could as well point at a device, whose
+// open has effects). The target must be refused from stat alone, never opened: inotify sees every open.
+TEST(FileRead, RefusesASymlinkedSpecialFileWithoutOpeningIt) {
+  const std::string d = testing::scratch_dir("file_read_symlink");
+  ASSERT_EQ(::mkfifo((d + "/fifo").c_str(), 0644), 0);
+  fs::create_symlink(d + "/fifo", d + "/config.json");
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(in, 0);
+  ASSERT_GE(::inotify_add_watch(in, (d + "/fifo").c_str(), IN_OPEN), 0);
+  auto opens = [&] {
+    alignas(inotify_event) char buf[4096];
+    int n = 0;
+    for (ssize_t got; (got = ::read(in, buf, sizeof buf)) > 0;) {
+      for (char* p = buf; p < buf + got; p += sizeof(inotify_event) + reinterpret_cast<inotify_event*>(p)->len) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(error_of([&] { read_file(d + "/config.json"); }), d + "/config.json: is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { read_json_object_file(d + "/config.json"); }),
+            d + "/config.json: is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { MappedFile::open(d + "/config.json"); }),
+            d + "/config.json: is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(opens(), 0);
+  // The watch does see an open (so the check above can fail).
+  const int fd = ::open((d + "/fifo").c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  EXPECT_EQ(opens(), 1);
+  ::close(in);
 }
 
 TEST(FileRead, ReadsAndChecksJsonObjects) {
