@@ -120,6 +120,51 @@ TEST(ConfigValidation, RopeScalingParameters) {
   expect_rejected(c, "original_max_position_embeddings");
 }
 
+// A nested settings object of the wrong type (rope_scaling: "llama3") is an error naming the key, never
+// read as "no scaling"; the same for the per-layer-type entries of rope_parameters and for
+// quantization_config. Model::create's initializer_range is checked in the same pass.
+TEST(ConfigValidation, NestedObjectsMustBeObjectsOrNull) {
+  const json wrong[] = {"llama3", 8.0, json::array({1, 2}), true};
+  for (const char* f : {"llama", "qwen3", "qwen3_moe", "gemma2", "gemma3"}) {
+    for (const char* key : {"rope_scaling", "rope_parameters", "quantization_config"}) {
+      for (const json& v : wrong) {
+        json c = fixture_config(f);
+        c[key] = v;
+        SCOPED_TRACE(std::string(f) + " " + key + " = " + v.dump());
+        expect_rejected(c, std::string("'") + key + "' must be an object or null");
+      }
+    }
+  }
+  for (const char* f : {"llama", "gemma3"}) {
+    for (const char* layer : {"full_attention", "sliding_attention"}) {
+      json c = fixture_config(f);
+      c["rope_parameters"] = {{layer, "default"}};
+      SCOPED_TRACE(std::string(f) + " " + layer);
+      expect_rejected(c, std::string("'rope_parameters.") + layer + "' must be an object or null");
+    }
+  }
+  json q = fixture_config("llama");
+  q["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  expect_rejected(q, "'quantization_config' (quant_method 'gptq')");
+  EXPECT_THROW(parse_model_config(q.dump(), "x/config.json"), NotImplemented);
+}
+
+TEST(ConfigValidation, InitializerRangeIsCheckedInTheOnePass) {
+  for (const char* f : {"llama", "gpt2", "gemma3"}) {
+    for (const json& v : {json(1e38), json(0.0), json(-0.02), json(2.0), json("0.02")}) {
+      json c = fixture_config(f);
+      c["initializer_range"] = v;
+      SCOPED_TRACE(std::string(f) + " initializer_range = " + v.dump());
+      expect_rejected(c, "initializer_range");
+    }
+    const json hf = fixture_config(f);
+    EXPECT_EQ(parse_model_config(hf.dump(), f).initializer_range, hf["initializer_range"].get<double>()) << f;
+    json absent = hf;
+    absent.erase("initializer_range");
+    EXPECT_EQ(parse_model_config(absent.dump(), f).initializer_range, 0.02) << f;  // transformers' default
+  }
+}
+
 TEST(ConfigValidation, NotAnObject) {
   for (const char* text : {"null", "[]", "3", "\"x\"", "true"}) {
     try {

@@ -119,6 +119,9 @@ void validate_config(const ModelConfig& c) {
   check_number(c.embed_scale, k.hidden, false);
   check_number(c.attn_scale, "attention scale", true);  // 0 as read: derived below
   if (c.query_pre_attn_scalar) check_number(*c.query_pre_attn_scalar, "query_pre_attn_scalar", false);
+  // Model::create draws weights ~ normal(0, this): 1e38 would give inf weights. Real configs: 0.002 - 0.1.
+  LATHE_CHECK_ARG(std::isfinite(c.initializer_range) && c.initializer_range > 0 && c.initializer_range <= 1,
+                  key_name("initializer_range"), " must be a finite number in (0, 1], got ", c.initializer_range);
 
   if (!c.learned_positions) {
     LATHE_CHECK_ARG(std::isfinite(c.partial_rotary_factor) && c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
@@ -195,6 +198,9 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
     c.architecture = fam.architectures[0];
     c.model_type = hf_string_or(c.hf_config, "model_type", "");
     fam.parse_config(c.hf_config, c);
+    // Keys every family reads the same way.
+    c.initializer_range = hf_float_or(c.hf_config, "initializer_range", 0.02);
+    check_no_quantization(c.hf_config);
     validate_config(c);
     derive(c);
     validate_config(c);

@@ -27,12 +27,12 @@ void parse_gemma(const json& hf, ModelConfig& c) {
   c.sliding_window_pattern = c.family == "gemma2" ? 2 : hf_int_or(hf, "sliding_window_pattern", 6);
   // Rotary: Gemma 3 local layers use rope_local_base_freq with no scaling; global layers rope_theta with
   // rope_scaling. transformers 5 keys rope_parameters by layer type instead.
-  const json rp = hf.contains("rope_parameters") ? hf["rope_parameters"] : json();
-  if (rp.is_object() && rp.contains("full_attention")) {
-    c.rope = rope_from_hf(hf, rp["full_attention"], 1e6f);
-    c.local_rope = rope_from_hf(hf, rp.contains("sliding_attention") ? rp["sliding_attention"] : json(), 1e4f);
+  const json rp = hf_rope_params(hf);  // an object or null, else an error naming the key
+  if (rp.contains("full_attention") || rp.contains("sliding_attention")) {
+    c.rope = rope_from_hf(hf, hf_object_or_null(rp, "full_attention", "rope_parameters.full_attention"), 1e6f);
+    c.local_rope = rope_from_hf(hf, hf_object_or_null(rp, "sliding_attention", "rope_parameters.sliding_attention"), 1e4f);
   } else {
-    c.rope = rope_from_hf(hf, rp.is_object() ? rp : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json()), 10000.f);
+    c.rope = rope_from_hf(hf, rp, 10000.f);
     c.local_rope = c.rope;
     if (c.family == "gemma3")
       c.local_rope = rope_from_hf(json::object(), json(), hf_f32_or(hf, "rope_local_base_freq", 10000.0));

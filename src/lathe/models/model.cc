@@ -95,7 +95,7 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
   const Family& fam = find_family(m->cfg_.hf_config);
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
-  const float std_dev = hf_f32_or(m->cfg_.hf_config, "initializer_range", 0.02);
+  const float std_dev = static_cast<float>(m->cfg_.initializer_range);  // validated: in (0, 1]
   const bool gpt2 = m->cfg_.family == std::string("gpt2");
   for (const TensorBinding& b : m->bindings_) {
     Tensor t = Tensor::empty(b.shape);
