@@ -22,15 +22,14 @@ const char* file_kind(mode_t mode) {
 }
 
 template <class Json>
-Json read_object(const std::string& path) {
-  const std::string text = read_file(path);
+Json parse_object(const std::string& text, const std::string& where) {
   Json j;
   try {
     j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str_cat(path, ": not valid JSON: ", e.what()));
+    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
   }
-  if (!j.is_object()) throw FormatError(json_not_object_message(path, j.type_name()));
+  if (!j.is_object()) throw FormatError(json_not_object_message(where, j.type_name()));
   return j;
 }
 
@@ -86,9 +85,16 @@ std::string json_not_object_message(const std::string& what, const char* type_na
   return str_cat(what, ": must be a JSON object, got ", t == "null" ? "null" : (vowel ? "an " : "a ") + t);
 }
 
-nlohmann::json read_json_object_file(const std::string& path) { return read_object<nlohmann::json>(path); }
+nlohmann::json parse_json_object(const std::string& text, const std::string& where) {
+  return parse_object<nlohmann::json>(text, where);
+}
+nlohmann::ordered_json parse_ordered_json_object(const std::string& text, const std::string& where) {
+  return parse_object<nlohmann::ordered_json>(text, where);
+}
+
+nlohmann::json read_json_object_file(const std::string& path) { return parse_json_object(read_file(path), path); }
 nlohmann::ordered_json read_ordered_json_object_file(const std::string& path) {
-  return read_object<nlohmann::ordered_json>(path);
+  return parse_ordered_json_object(read_file(path), path);
 }
 
 }  // namespace lathe

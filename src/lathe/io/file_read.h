@@ -23,7 +23,12 @@ RegularFile open_regular_file(const std::string& path);
 // The whole file as bytes (open_regular_file, then read).
 std::string read_file(const std::string& path);
 
-// A JSON file that must hold an object: FormatError "<path>: not valid JSON: ..." or "<path>: must be a
+// JSON text that must hold an object: FormatError "<where>: not valid JSON: ..." or "<where>: must be a
+// JSON object, got <type>" (`where` names the file). The ordered form keeps the text's key order.
+nlohmann::json parse_json_object(const std::string& text, const std::string& where);
+nlohmann::ordered_json parse_ordered_json_object(const std::string& text, const std::string& where);
+
+// A JSON file that must hold an object (read_file, then parse_json_object): FormatError "<path>: not valid JSON: ..." or "<path>: must be a
 // JSON object, got <type>". The ordered form keeps the file's key order (chat templates iterate it).
 nlohmann::json read_json_object_file(const std::string& path);
 nlohmann::ordered_json read_ordered_json_object_file(const std::string& path);

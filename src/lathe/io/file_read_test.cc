@@ -81,5 +81,15 @@ TEST(FileRead, ReadsAndChecksJsonObjects) {
   EXPECT_NE(error_of([&] { read_json_object_file(d + "/bad.json"); }).find("not valid JSON"), std::string::npos);
 }
 
+TEST(FileRead, ParsesJsonObjectTextNamingWhere) {
+  EXPECT_EQ(parse_json_object(R"({"a": [1]})", "m/x.json")["a"][0], 1);
+  EXPECT_EQ(parse_ordered_json_object(R"({"z": 1, "a": 2})", "m/x.json").begin().key(), "z");
+  EXPECT_EQ(error_of([] { parse_json_object("null", "m/x.json"); }), "m/x.json: must be a JSON object, got null");
+  EXPECT_EQ(error_of([] { parse_json_object("[]", "m/x.json"); }), "m/x.json: must be a JSON object, got an array");
+  EXPECT_EQ(error_of([] { parse_ordered_json_object("3", "m/x.json"); }), "m/x.json: must be a JSON object, got a number");
+  EXPECT_TRUE(error_of([] { parse_json_object("{", "m/x.json"); }).starts_with("m/x.json: not valid JSON: "));
+  EXPECT_THROW(parse_json_object("", "m/x.json"), FormatError);
+}
+
 }  // namespace
 }  // namespace lathe

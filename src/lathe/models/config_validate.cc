@@ -180,12 +180,7 @@ void validate_config(const ModelConfig& c) {
 
 ModelConfig parse_model_config(const std::string& text, const std::string& where) {
   ModelConfig c;
-  try {
-    c.hf_config = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
-  }
-  LATHE_CHECK_FORMAT(c.hf_config.is_object(), json_not_object_message(where, c.hf_config.type_name()));
+  c.hf_config = parse_json_object(text, where);
   // The accessors' messages start "config.json: "; `where` already names the file.
   auto located = [&](const Error& e) {
     std::string msg = e.what();
