@@ -2,6 +2,7 @@
 // divisor, list or pattern is an InvalidArgument naming its config.json key (never a crash).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -119,6 +120,51 @@ TEST(ConfigValidation, RopeScalingParameters) {
   expect_rejected(c, "original_max_position_embeddings");
 }
 
+// A nested settings object of the wrong type (rope_scaling: "llama3") is an error naming the key, never
+// read as "no scaling"; the same for the per-layer-type entries of rope_parameters and for
+// quantization_config. Model::create's initializer_range is checked in the same pass.
+TEST(ConfigValidation, NestedObjectsMustBeObjectsOrNull) {
+  const json wrong[] = {"llama3", 8.0, json::array({1, 2}), true};
+  for (const char* f : {"llama", "qwen3", "qwen3_moe", "gemma2", "gemma3"}) {
+    for (const char* key : {"rope_scaling", "rope_parameters", "quantization_config"}) {
+      for (const json& v : wrong) {
+        json c = fixture_config(f);
+        c[key] = v;
+        SCOPED_TRACE(std::string(f) + " " + key + " = " + v.dump());
+        expect_rejected(c, std::string("'") + key + "' must be an object or null");
+      }
+    }
+  }
+  for (const char* f : {"llama", "gemma3"}) {
+    for (const char* layer : {"full_attention", "sliding_attention"}) {
+      json c = fixture_config(f);
+      c["rope_parameters"] = {{layer, "default"}};
+      SCOPED_TRACE(std::string(f) + " " + layer);
+      expect_rejected(c, std::string("'rope_parameters.") + layer + "' must be an object or null");
+    }
+  }
+  json q = fixture_config("llama");
+  q["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  expect_rejected(q, "'quantization_config' (quant_method 'gptq')");
+  EXPECT_THROW(parse_model_config(q.dump(), "x/config.json"), NotImplemented);
+}
+
+TEST(ConfigValidation, InitializerRangeIsCheckedInTheOnePass) {
+  for (const char* f : {"llama", "gpt2", "gemma3"}) {
+    for (const json& v : {json(1e38), json(0.0), json(-0.02), json(2.0), json("0.02")}) {
+      json c = fixture_config(f);
+      c["initializer_range"] = v;
+      SCOPED_TRACE(std::string(f) + " initializer_range = " + v.dump());
+      expect_rejected(c, "initializer_range");
+    }
+    const json hf = fixture_config(f);
+    EXPECT_EQ(parse_model_config(hf.dump(), f).initializer_range, hf["initializer_range"].get<double>()) << f;
+    json absent = hf;
+    absent.erase("initializer_range");
+    EXPECT_EQ(parse_model_config(absent.dump(), f).initializer_range, 0.02) << f;  // transformers' default
+  }
+}
+
 TEST(ConfigValidation, NotAnObject) {
   for (const char* text : {"null", "[]", "3", "\"x\"", "true"}) {
     try {
@@ -138,6 +184,45 @@ TEST(ConfigValidation, HandBuiltConfigIsCheckedToo) {
   c = parse_model_config(fixture_config("llama").dump(), "c");
   c.n_kv_heads = 0;
   EXPECT_THROW(validate_config(c), InvalidArgument);
+}
+
+// Once `layers` is filled the derived fields are used as they are: head_dim 0 would make q_dim() 0 and a
+// scale of 0, inf or nan would silently change the softmax.
+TEST(ConfigValidation, HandBuiltDerivedFieldsMustBeUsable) {
+  const ModelConfig good = parse_model_config(fixture_config("gemma3").dump(), "c");
+  auto expect_bad = [&](const char* what, auto&& edit, const std::string& needle) {
+    ModelConfig c = good;
+    edit(c);
+    SCOPED_TRACE(what);
+    try {
+      validate_config(c);
+      ADD_FAILURE() << "accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_bad("head_dim 0", [](ModelConfig& c) { c.head_dim = 0; }, "head_dim");
+  expect_bad("head_dim -16", [](ModelConfig& c) { c.head_dim = -16; }, "head_dim");
+  expect_bad("attn_scale 0", [](ModelConfig& c) { c.attn_scale = 0.f; }, "attention scale");
+  expect_bad("attn_scale inf", [](ModelConfig& c) { c.attn_scale = INFINITY; }, "attention scale");
+  expect_bad("attn_scale nan", [](ModelConfig& c) { c.attn_scale = NAN; }, "attention scale");
+  expect_bad("attn_scale < 0", [](ModelConfig& c) { c.attn_scale = -0.25f; }, "attention scale");
+  expect_bad("embed_scale 0", [](ModelConfig& c) { c.embed_scale = 0.f; }, "hidden_size");
+  expect_bad("layer rope theta 0", [](ModelConfig& c) { c.layers[1].rope.theta = 0.f; }, "rope_theta");
+  expect_bad("layer rotary_dim 0", [](ModelConfig& c) { c.layers[0].rope.rotary_dim = 0; }, "rotary_dim");
+  expect_bad("layer window -1", [](ModelConfig& c) { c.layers[0].window = -1; }, "sliding_window");
+  EXPECT_NO_THROW(validate_config(good));
+}
+
+// Gemma's sqrt(C) embedding scale is derived (the family only sets scale_embeddings), rounded to f32.
+TEST(ConfigValidation, GemmaEmbedScaleIsDerived) {
+  for (const char* f : {"gemma2", "gemma3"}) {
+    const json hf = fixture_config(f);
+    const ModelConfig c = parse_model_config(hf.dump(), f);
+    EXPECT_TRUE(c.scale_embeddings) << f;
+    EXPECT_EQ(c.embed_scale, static_cast<float>(std::sqrt(hf["hidden_size"].get<double>()))) << f;
+  }
+  for (const char* f : {"llama", "qwen3", "gpt2"}) EXPECT_EQ(parse_model_config(fixture_config(f).dump(), f).embed_scale, 1.f) << f;
 }
 
 TEST(CheckedSize, RangesAndTypes) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "lathe/base/context.h"
+#include "lathe/base/error.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
 
@@ -64,6 +65,18 @@ TEST(ModelCreate, InitialisesLikeTheFamilyAndIsReproducible) {
     auto back = Model::load(dir, {.force_f32 = true});
     const Tensor ids = Tensor::from_data_i32({1, 5}, {1, 2, 3, 4, 5});
     EXPECT_EQ(a->forward(ids).to_vector(), back->forward(ids).to_vector());
+  }
+}
+
+// A huge initializer_range would draw inf weights: create refuses it, naming the key, before drawing.
+TEST(ModelCreate, RefusesAnUnusableInitializerRange) {
+  nlohmann::json cfg = nlohmann::json::parse(config_of("llama"));
+  cfg["initializer_range"] = 1e38;
+  try {
+    Model::create(cfg.dump(), 7);
+    ADD_FAILURE() << "accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'initializer_range'"), std::string::npos) << e.what();
   }
 }
 

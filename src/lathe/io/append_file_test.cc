@@ -2,6 +2,7 @@
 #include "lathe/io/append_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -50,7 +51,19 @@ TEST(Checksum, FileAndBytesAgreeAndSeeOneBit) {
   bytes[12345] ^= 1;
   EXPECT_NE(digest_bytes(bytes.data(), bytes.size()).xxh3_128, d.xxh3_128);
   EXPECT_THROW(digest_file(path + ".missing"), IoError);
-  EXPECT_THROW(digest_file(testing::scratch_dir("checksum_dir")), IoError);
+  // The same refusals, with the same words, as every other file lathe reads (open_regular_file).
+  const std::string dir = testing::scratch_dir("checksum_dir");
+  auto message = [](const std::string& p) {
+    try {
+      digest_file(p);
+    } catch (const IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message(dir), dir + ": is a directory, not a regular file");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  EXPECT_EQ(message(dir + "/fifo"), dir + "/fifo: is a FIFO (named pipe), not a regular file");  // no hang
 }
 
 }  // namespace

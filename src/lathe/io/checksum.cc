@@ -34,8 +34,7 @@ FileDigest digest_bytes(const void* data, size_t size) {
 }
 
 FileDigest digest_file(const std::string& path) {
-  // A FIFO, folder or device: an IoError naming the path and what it is, without blocking.
-  const int fd = open_regular_file(path).fd;
+  const int fd = open_regular_file(path).fd;  // refuses a FIFO, folder or device, naming what it is
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }

@@ -13,7 +13,8 @@ struct FileDigest {
   bool operator==(const FileDigest&) const = default;
 };
 
-// Reads `path` in chunks. Throws IoError naming the path (missing, not a regular file, read error).
+// Reads `path` in chunks (opened by open_regular_file). Throws IoError naming the path (missing, not a
+// regular file: which kind, read error).
 FileDigest digest_file(const std::string& path);
 // Of bytes in memory (the same value digest_file gives for a file holding them).
 FileDigest digest_bytes(const void* data, size_t size);

@@ -22,15 +22,14 @@ const char* file_kind(mode_t mode) {
 }
 
 template <class Json>
-Json read_object(const std::string& path) {
-  const std::string text = read_file(path);
+Json parse_object(const std::string& text, const std::string& where) {
   Json j;
   try {
     j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str_cat(path, ": not valid JSON: ", e.what()));
+    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
   }
-  if (!j.is_object()) throw FormatError(json_not_object_message(path, j.type_name()));
+  if (!j.is_object()) throw FormatError(json_not_object_message(where, j.type_name()));
   return j;
 }
 
@@ -41,17 +40,16 @@ std::string not_regular_file_message(const std::string& path, mode_t mode) {
 }
 
 RegularFile open_regular_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer; on a regular
-  // file it changes nothing (regular-file reads never block in the O_NONBLOCK sense).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    struct stat st {};  // a socket cannot be opened at all (ENXIO): say what it is
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw IoError(not_regular_file_message(path, st.st_mode));
-    throw IoError(str_cat(path, ": cannot open: ", std::strerror(err)));
-  }
+  // stat before open: opening a device or a FIFO has effects of its own (a tape rewinds, a terminal
+  // becomes the controlling one, a FIFO's writer is released), so a path that is not a regular file,
+  // also behind a symlink planted in a model folder, is refused without ever being opened.
   struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw IoError(not_regular_file_message(path, st.st_mode));
+  // The path may be replaced between stat and open: O_NONBLOCK keeps the open of a FIFO swapped in from
+  // waiting for a writer (on a regular file it changes nothing), and fstat checks what was opened.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw IoError(str_cat(path, ": cannot open: ", std::strerror(errno)));
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
@@ -91,9 +89,16 @@ std::string json_not_object_message(const std::string& what, const char* type_na
   return str_cat(what, ": must be a JSON object, got ", t == "null" ? "null" : (vowel ? "an " : "a ") + t);
 }
 
-nlohmann::json read_json_object_file(const std::string& path) { return read_object<nlohmann::json>(path); }
+nlohmann::json parse_json_object(const std::string& text, const std::string& where) {
+  return parse_object<nlohmann::json>(text, where);
+}
+nlohmann::ordered_json parse_ordered_json_object(const std::string& text, const std::string& where) {
+  return parse_object<nlohmann::ordered_json>(text, where);
+}
+
+nlohmann::json read_json_object_file(const std::string& path) { return parse_json_object(read_file(path), path); }
 nlohmann::ordered_json read_ordered_json_object_file(const std::string& path) {
-  return read_object<nlohmann::ordered_json>(path);
+  return parse_ordered_json_object(read_file(path), path);
 }
 
 }  // namespace lathe

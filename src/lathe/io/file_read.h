@@ -1,6 +1,7 @@
 // Opening files for reading. Every file lathe reads (safetensors, config.json, the index, tokenizer
 // files, ...) is opened here: anything but a regular file (a FIFO, folder, socket or device) is refused
-// with an IoError naming the path, without blocking (a FIFO with no writer would block a plain open).
+// with an IoError naming the path, without opening it (opening a device has side effects; a FIFO with no
+// writer would block a plain open).
 #pragma once
 
 #include <sys/types.h>
@@ -15,8 +16,10 @@ struct RegularFile {
   int fd = -1;
   size_t size = 0;
 };
-// Opens with O_NONBLOCK (never waits on a FIFO), then fstat: IoError "<path>: is a FIFO, not a regular
-// file" (or folder, socket, device), or "<path>: cannot open: <errno text>".
+// stat first, so that anything but a regular file (a FIFO, folder, socket or device, also behind a
+// symlink) is refused without being opened: IoError "<path>: is a FIFO (named pipe), not a regular file"
+// (or a directory, socket, device), or "<path>: cannot open: <errno text>". Then opens with O_NONBLOCK
+// and checks the opened file again with fstat (the path may have been swapped in between).
 RegularFile open_regular_file(const std::string& path);
 
 // "<path>: is a FIFO (named pipe), not a regular file" (or a directory, socket, device) for a stat mode: the
@@ -26,7 +29,12 @@ std::string not_regular_file_message(const std::string& path, mode_t mode);
 // The whole file as bytes (open_regular_file, then read).
 std::string read_file(const std::string& path);
 
-// A JSON file that must hold an object: FormatError "<path>: not valid JSON: ..." or "<path>: must be a
+// JSON text that must hold an object: FormatError "<where>: not valid JSON: ..." or "<where>: must be a
+// JSON object, got <type>" (`where` names the file). The ordered form keeps the text's key order.
+nlohmann::json parse_json_object(const std::string& text, const std::string& where);
+nlohmann::ordered_json parse_ordered_json_object(const std::string& text, const std::string& where);
+
+// A JSON file that must hold an object (read_file, then parse_json_object): FormatError "<path>: not valid JSON: ..." or "<path>: must be a
 // JSON object, got <type>". The ordered form keeps the file's key order (chat templates iterate it).
 nlohmann::json read_json_object_file(const std::string& path);
 nlohmann::ordered_json read_ordered_json_object_file(const std::string& path);

@@ -68,6 +68,24 @@ std::vector<std::string> hf_string_list_or_empty(const json& cfg, const char* ke
   return out;
 }
 
+json hf_object_or_null(const json& cfg, const char* key, const char* shown) {
+  if (!present(cfg, key)) return json();
+  LATHE_CHECK_ARG(cfg[key].is_object(), "config.json: '", shown ? shown : key, "' must be an object or null, got ",
+                  cfg[key].dump());
+  return cfg[key];
+}
+
+json hf_rope_params(const json& cfg) {
+  return present(cfg, "rope_parameters") ? hf_object_or_null(cfg, "rope_parameters") : hf_object_or_null(cfg, "rope_scaling");
+}
+
+void check_no_quantization(const json& cfg) {
+  const json q = hf_object_or_null(cfg, "quantization_config");
+  if (q.is_null()) return;
+  throw NotImplemented(str_cat("config.json: 'quantization_config' (quant_method '", hf_string_or(q, "quant_method", "?"),
+                               "'): quantized checkpoints are not supported; use the unquantized weights"));
+}
+
 std::vector<int> hf_token_ids(const json& cfg, const char* key) {
   std::vector<int> out;
   if (!present(cfg, key)) return out;
@@ -85,6 +103,9 @@ int64_t saturating_mul(int64_t a, int64_t b) {
 }
 
 RopeConfig rope_from_hf(const json& cfg, const json& params, float default_theta) {
+  // The callers pass hf_object_or_null's result, which already named the key of a wrong type.
+  LATHE_CHECK_ARG(params.is_null() || params.is_object(), "config.json: the rope settings must be an object or null, got ",
+                  params.dump());
   RopeConfig r;
   r.theta = hf_f32_or(params, "rope_theta", hf_f32_or(cfg, "rope_theta", default_theta));
   const std::string type = hf_string_or(params, "rope_type", hf_string_or(params, "type", "default"));

@@ -58,7 +58,8 @@ struct ModelConfig {
   bool qkv_bias = false, out_bias = false, mlp_bias = false;
   bool learned_positions = false;  // GPT-2: wpe instead of rotary
   bool tie_embeddings = false;
-  float embed_scale = 1.f;         // Gemma: sqrt(C), rounded to the activation dtype as HF does
+  bool scale_embeddings = false;   // Gemma: the embeddings are multiplied by sqrt(C) (embed_scale)
+  float embed_scale = 1.f;         // derived: sqrt(C) rounded to the activation dtype as HF does, or 1
   float attn_scale = 0.f;          // softmax scale (0 as read: 1/sqrt(D), or 1/sqrt(query_pre_attn_scalar))
   float attn_softcap = 0.f;        // Gemma 2 (0: off)
   float final_softcap = 0.f;       // Gemma 2 final logits (0: off)
@@ -82,6 +83,8 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;              // MoE: every Nth layer is sparse ...
   std::vector<int64_t> mlp_only_layers;         // ... except these
 
+  double initializer_range = 0.02;  // std of the weights Model::create draws (validated: in (0, 1])
+
   std::vector<LayerConfig> layers;
   std::vector<int> eos_token_ids;
   int bos_token_id = -1;
@@ -101,8 +104,8 @@ struct ModelConfig {
 };
 
 // config.json text -> a validated ModelConfig with its per-layer list: the family (registry) reads the
-// values, validate_config checks them, then the derived fields (head_dim, layers, attn_scale, rotary dims)
-// are filled in. Errors (InvalidArgument, FormatError, NotImplemented) start with `where` and name the key.
+// values, validate_config checks them, then the derived fields (head_dim, layers, attn_scale, embed_scale,
+// rotary dims) are filled in. Errors (InvalidArgument, FormatError, NotImplemented) start with `where` and name the key.
 ModelConfig parse_model_config(const std::string& text, const std::string& where);
 
 // The one validation pass over a config as read (and again once derived, or for one built by hand):
@@ -113,6 +116,17 @@ void validate_config(const ModelConfig& c);
 // Reads the rotary settings of config.json, in transformers 4 (rope_theta + rope_scaling) or
 // transformers 5 (rope_parameters, optionally keyed by layer type) spelling; rotary_dim is left 0.
 RopeConfig rope_from_hf(const nlohmann::json& cfg, const nlohmann::json& params, float default_theta);
+
+// The object under `key`, or null when it is absent or null; anything else (a string such as "llama3", a
+// number, a list) is an InvalidArgument naming the key (as `shown` when given: "rope_parameters.x"), never
+// read as "not set".
+nlohmann::json hf_object_or_null(const nlohmann::json& cfg, const char* key, const char* shown = nullptr);
+// The rotary settings object: rope_parameters (transformers 5) when set, else rope_scaling (4.x); each
+// must be an object or null (hf_object_or_null).
+nlohmann::json hf_rope_params(const nlohmann::json& cfg);
+// A set quantization_config (an object or null, else InvalidArgument) is NotImplemented naming its
+// quant_method: the packed tensors would otherwise fail later as unexpected names.
+void check_no_quantization(const nlohmann::json& cfg);
 
 // Typed accessors with a clear error naming the key.
 int64_t hf_int(const nlohmann::json& cfg, const char* key);

@@ -55,9 +55,12 @@ void check_rope(const RopeConfig& r, const char* which) {
 
 constexpr const char* kLayerTypes[] = {"full_attention", "sliding_attention"};
 
-// Fills what the validated values imply: head_dim, the softmax scale, rotary dims and the layer list.
+// Fills what the validated values imply: head_dim, the softmax and embedding scales, rotary dims and the
+// layer list.
 void derive(ModelConfig& c) {
   if (c.head_dim == 0) c.head_dim = c.hidden / c.n_heads;
+  // HF multiplies by sqrt(C) cast to the activation dtype: in f32 that is the f32-rounded value.
+  if (c.scale_embeddings) c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden)));
   if (c.attn_scale == 0.f)
     c.attn_scale = c.query_pre_attn_scalar ? static_cast<float>(1.0 / std::sqrt(*c.query_pre_attn_scalar))
                                            : 1.f / std::sqrt(static_cast<float>(c.head_dim));
@@ -114,8 +117,11 @@ void validate_config(const ModelConfig& c) {
   check_number(c.attn_softcap, "attn_logit_softcapping", true);
   check_number(c.final_softcap, "final_logit_softcapping", true);
   check_number(c.embed_scale, k.hidden, false);
-  check_number(c.attn_scale, "attention scale", true);
+  check_number(c.attn_scale, "attention scale", true);  // 0 as read: derived below
   if (c.query_pre_attn_scalar) check_number(*c.query_pre_attn_scalar, "query_pre_attn_scalar", false);
+  // Model::create draws weights ~ normal(0, this): 1e38 would give inf weights. Real configs: 0.002 - 0.1.
+  LATHE_CHECK_ARG(std::isfinite(c.initializer_range) && c.initializer_range > 0 && c.initializer_range <= 1,
+                  key_name("initializer_range"), " must be a finite number in (0, 1], got ", c.initializer_range);
 
   if (!c.learned_positions) {
     LATHE_CHECK_ARG(std::isfinite(c.partial_rotary_factor) && c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
@@ -155,12 +161,16 @@ void validate_config(const ModelConfig& c) {
   check_range(c.bos_token_id, "bos_token_id", -1, kMaxDim);
   check_range(c.pad_token_id, "pad_token_id", -1, kMaxDim);
 
-  // The derived per-layer list (after parse_model_config, or in a config built by hand).
+  // The derived fields (after parse_model_config, or in a config built by hand): present once `layers` is
+  // filled, and then they must be usable as they are, since the decoder sizes and divides with them.
   if (c.layers.empty()) return;
   LATHE_CHECK_ARG(static_cast<int64_t>(c.layers.size()) == c.n_layers, "[validate_config] ", c.layers.size(),
                   " layer entries for '", k.n_layers, "' = ", c.n_layers);
+  check_range(c.head_dim, k.head_dim, 1, kMaxDim);  // q_dim(), kv_dim(), the q/k norms and the KV cache
+  check_number(c.attn_scale, "attention scale", false);
   for (const LayerConfig& lc : c.layers) {
     check_range(lc.window, "sliding_window", 0, kMaxDim);
+    if (!c.learned_positions) check_rope(lc.rope, "rope_theta");
     if (!c.learned_positions)
       LATHE_CHECK_ARG(lc.rope.rotary_dim >= 2 && lc.rope.rotary_dim % 2 == 0 && lc.rope.rotary_dim <= head_dim,
                       "[validate_config] rotary_dim ", lc.rope.rotary_dim, " must be even, in [2, ", head_dim, "]");
@@ -170,12 +180,7 @@ void validate_config(const ModelConfig& c) {
 
 ModelConfig parse_model_config(const std::string& text, const std::string& where) {
   ModelConfig c;
-  try {
-    c.hf_config = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat(where, ": not valid JSON: ", e.what()));
-  }
-  LATHE_CHECK_FORMAT(c.hf_config.is_object(), json_not_object_message(where, c.hf_config.type_name()));
+  c.hf_config = parse_json_object(text, where);
   // The accessors' messages start "config.json: "; `where` already names the file.
   auto located = [&](const Error& e) {
     std::string msg = e.what();
@@ -188,6 +193,9 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
     c.architecture = fam.architectures[0];
     c.model_type = hf_string_or(c.hf_config, "model_type", "");
     fam.parse_config(c.hf_config, c);
+    // Keys every family reads the same way.
+    c.initializer_range = hf_float_or(c.hf_config, "initializer_range", 0.02);
+    check_no_quantization(c.hf_config);
     validate_config(c);
     derive(c);
     validate_config(c);

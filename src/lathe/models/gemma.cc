@@ -1,8 +1,6 @@
 // Gemma 2 and Gemma 3 (text): Llama-style blocks plus sandwich norms, (1 + w) RMSNorm, scaled
 // embeddings, GeGLU, query_pre_attn_scalar, alternating sliding-window / global layers, and (Gemma 2)
 // attention and final-logit soft-capping, or (Gemma 3) q/k norms and a separate local RoPE base.
-#include <cmath>
-
 #include "lathe/base/error.h"
 #include "lathe/models/family.h"
 
@@ -17,8 +15,7 @@ void parse_gemma(const json& hf, ModelConfig& c) {
   c.sandwich_norms = true;
   c.tie_embeddings = hf_bool_or(hf, "tie_word_embeddings", true);
   c.qk_norm = c.family == "gemma3";
-  // HF multiplies by sqrt(C) cast to the activation dtype: in f32 that is the f32-rounded value.
-  c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden)));
+  c.scale_embeddings = true;  // by sqrt(C), derived once hidden_size is validated
   if (hf.contains("query_pre_attn_scalar") && !hf["query_pre_attn_scalar"].is_null())
     c.query_pre_attn_scalar = hf_float_or(hf, "query_pre_attn_scalar", 0.0);
   c.attn_softcap = hf_f32_or(hf, "attn_logit_softcapping", 0.0);
@@ -30,12 +27,12 @@ void parse_gemma(const json& hf, ModelConfig& c) {
   c.sliding_window_pattern = c.family == "gemma2" ? 2 : hf_int_or(hf, "sliding_window_pattern", 6);
   // Rotary: Gemma 3 local layers use rope_local_base_freq with no scaling; global layers rope_theta with
   // rope_scaling. transformers 5 keys rope_parameters by layer type instead.
-  const json rp = hf.contains("rope_parameters") ? hf["rope_parameters"] : json();
-  if (rp.is_object() && rp.contains("full_attention")) {
-    c.rope = rope_from_hf(hf, rp["full_attention"], 1e6f);
-    c.local_rope = rope_from_hf(hf, rp.contains("sliding_attention") ? rp["sliding_attention"] : json(), 1e4f);
+  const json rp = hf_rope_params(hf);  // an object or null, else an error naming the key
+  if (rp.contains("full_attention") || rp.contains("sliding_attention")) {
+    c.rope = rope_from_hf(hf, hf_object_or_null(rp, "full_attention", "rope_parameters.full_attention"), 1e6f);
+    c.local_rope = rope_from_hf(hf, hf_object_or_null(rp, "sliding_attention", "rope_parameters.sliding_attention"), 1e4f);
   } else {
-    c.rope = rope_from_hf(hf, rp.is_object() ? rp : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json()), 10000.f);
+    c.rope = rope_from_hf(hf, rp, 10000.f);
     c.local_rope = c.rope;
     if (c.family == "gemma3")
       c.local_rope = rope_from_hf(json::object(), json(), hf_f32_or(hf, "rope_local_base_freq", 10000.0));

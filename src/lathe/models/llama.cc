@@ -29,10 +29,17 @@ void parse_llama_like(const json& hf, ModelConfig& c) {
   c.bos_token_id = checked_size<int>(hf_int_or(hf, "bos_token_id", -1), "config.json: 'bos_token_id'", -1);
   c.pad_token_id = checked_size<int>(hf_int_or(hf, "pad_token_id", -1), "config.json: 'pad_token_id'", -1);
   c.eos_token_ids = hf_token_ids(hf, "eos_token_id");
-  // transformers 5 writes rope_parameters; 4.x writes rope_theta + rope_scaling.
-  const json rope_params = hf.contains("rope_parameters") ? hf["rope_parameters"]
-                                                          : (hf.contains("rope_scaling") ? hf["rope_scaling"] : json());
-  c.rope = c.local_rope = rope_from_hf(hf, rope_params, 10000.f);
+  // transformers 5 writes rope_parameters; 4.x writes rope_theta + rope_scaling. A keyed-by-layer-type
+  // form (transformers 5 with layer_types) gives the full and sliding layers their own settings.
+  const json rp = hf_rope_params(hf);
+  if (rp.contains("full_attention") || rp.contains("sliding_attention")) {
+    c.rope = rope_from_hf(hf, hf_object_or_null(rp, "full_attention", "rope_parameters.full_attention"), 10000.f);
+    c.local_rope = c.rope;
+    if (rp.contains("sliding_attention"))
+      c.local_rope = rope_from_hf(hf, hf_object_or_null(rp, "sliding_attention", "rope_parameters.sliding_attention"), 10000.f);
+  } else {
+    c.rope = c.local_rope = rope_from_hf(hf, rp, 10000.f);
+  }
   c.partial_rotary_factor = hf_float_or(hf, "partial_rotary_factor", 1.0);
   // Sliding window: Mistral applies it to every layer; Qwen2/3 only with use_sliding_window.
   if (hf_bool_or(hf, "use_sliding_window", c.family == "mistral")) c.sliding_window = hf_int_or(hf, "sliding_window", 0);

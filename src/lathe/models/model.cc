@@ -49,14 +49,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   const Family& fam = find_family(m->cfg_.hf_config);
   const fs::path gen_path = root / "generation_config.json";
   if (fs::exists(fs::symlink_status(gen_path))) {
-    m->generation_config_text_ = read_file(gen_path.string());
-    try {
-      m->generation_config_ = json::parse(m->generation_config_text_);
-    } catch (const json::exception& e) {
-      throw FormatError(str_cat(gen_path.string(), ": not valid JSON: ", e.what()));
-    }
-    LATHE_CHECK_FORMAT(m->generation_config_.is_object(),
-                       json_not_object_message(gen_path.string(), m->generation_config_.type_name()));
+    m->generation_config_text_ = read_file(gen_path.string());  // kept to be written back byte for byte
+    m->generation_config_ = parse_json_object(m->generation_config_text_, gen_path.string());
   }
 
   CheckpointReader ckpt = CheckpointReader::open_dir(dir);
@@ -95,7 +89,7 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
   const Family& fam = find_family(m->cfg_.hf_config);
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
-  const float std_dev = hf_f32_or(m->cfg_.hf_config, "initializer_range", 0.02);
+  const float std_dev = static_cast<float>(m->cfg_.initializer_range);  // validated: in (0, 1]
   const bool gpt2 = m->cfg_.family == std::string("gpt2");
   for (const TensorBinding& b : m->bindings_) {
     Tensor t = Tensor::empty(b.shape);

@@ -34,11 +34,8 @@ std::string step_name(int64_t step) {
 
 // state.json as an object, or a FormatError naming the file.
 json read_state_json(const fs::path& dir) {
-  const std::string text = read_file((dir / "state.json").string());
-  json st = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  LATHE_CHECK_FORMAT(!st.is_discarded(), (dir / "state.json").string(), ": not valid JSON");
-  LATHE_CHECK_FORMAT(st.is_object(), (dir / "state.json").string(), ": not a JSON object");
-  return st;
+  const std::string path = (dir / "state.json").string();
+  return parse_json_object(read_file(path), path);
 }
 
 TrainState parse_state(const json& st, const fs::path& dir, int64_t* optimizer_steps) {
