@@ -102,6 +102,45 @@ TEST(DataRecipeHardening, PrepareRefusesEveryOtherOutputThatIsAnInput) {
   EXPECT_TRUE(fs::is_symlink(dir + "/out/data.json"));
 }
 
+// Only prepare's own earlier outputs are replaced: a NAME.json that is not a data manifest (the default
+// `--name data --out .` meets any ./data.json), or shards of that name with no manifest (llm.c's), are
+// refused, naming the file, and left as they are.
+TEST(DataRecipeHardening, PrepareRefusesToReplaceFilesItDidNotWrite) {
+  const std::string dir = testing::scratch_dir("harden_foreign");
+  world(dir);
+  const std::string settings = "{\"theme\": \"dark\", \"train\": 3}\n";
+  write_bytes(dir + "/data.json", settings);
+  auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
+  EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
+  EXPECT_NE(r.second.find("--name"), std::string::npos) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/data.json"), settings);
+  EXPECT_FALSE(fs::exists(dir + "/data_train_000000.bin"));  // refused before writing anything
+  // Other members of the class: a JSON array, invalid JSON, a folder under the manifest's name.
+  for (const std::string& other : {std::string("[1, 2]"), std::string("not json {")}) {
+    SCOPED_TRACE(other);
+    write_bytes(dir + "/data.json", other);
+    r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
+    EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
+    EXPECT_EQ(read_bytes(dir + "/data.json"), other);
+  }
+  fs::create_directories(dir + "/f/x.json/inside");
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out f --name x");
+  EXPECT_TRUE(is_clean_error(r, "x.json")) << r.second;
+  EXPECT_TRUE(fs::is_directory(dir + "/f/x.json/inside"));
+
+  // Shards under the name with no manifest beside them (made by another tool).
+  fs::create_directories(dir + "/llm");
+  write_bytes(dir + "/llm/x_train_000000.bin", "another tool's shard");
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name x");
+  EXPECT_TRUE(is_clean_error(r, "x_train_000000.bin")) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+  EXPECT_FALSE(fs::exists(dir + "/llm/x.json"));
+  // Another name works beside them.
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name y");
+  EXPECT_EQ(r.first, 0) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+}
+
 // --- row 17: --name is a file name; plain text must be UTF-8 -------------------------------------------
 
 TEST(DataRecipeHardening, PrepareNameMustBeAPlainFileName) {

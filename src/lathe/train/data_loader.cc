@@ -54,6 +54,15 @@ std::string resolve_recorded(const std::string& p, const fs::path& manifest_dir,
 
 }  // namespace
 
+bool is_data_manifest(const nlohmann::json& j) {
+  if (!j.is_object()) return false;
+  for (const char* split : {"train", "val"}) {
+    const auto it = j.find(split);
+    if (it != j.end() && it->is_object() && it->contains("shards") && (*it)["shards"].is_array()) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> find_manifest(const std::string& data) {
   const fs::path p = data;
   std::error_code ec;

@@ -46,6 +46,10 @@ struct DataLoaderOptions {
 // manifest's folder (or absolute); earlier manifests stored the tokenizer and inputs as given to prepare.
 inline constexpr int kManifestFormat = 2;
 
+// Whether `j` is a manifest `lathe data prepare` wrote, of any format: a JSON object whose "train" or "val"
+// is an object with a "shards" list. `data prepare` replaces an earlier NAME.json only when it is one.
+bool is_data_manifest(const nlohmann::json& j);
+
 // The manifest of a data prefix: DATA.json for a name prefix DIR/NAME (DATA itself when it names a .json
 // file); for a folder, the one NAME.json in it that has NAME_{train,val}_*.bin shards beside it. nullopt
 // when there is none (shards made by other tools, e.g. llm.c's scripts). Throws InvalidArgument when a

@@ -10,6 +10,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/line_reader.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/tokenizer/tokenizer.h"
@@ -200,8 +201,9 @@ std::vector<std::string> protected_files(const PrepareOptions& opts) {
   return out;
 }
 
-// The outputs of an earlier preparation under the same name in out_dir (its manifest and shards, the ones
-// that manifest lists among them), which this one replaces.
+// The files in out_dir named as prepare's outputs for `name` (is_own_output): an earlier preparation's
+// manifest, shards and leftover temporaries, which this one replaces once check_earlier_outputs_are_own
+// has found them to be prepare's.
 std::vector<fs::path> own_outputs(const fs::path& out_dir, const std::string& name) {
   std::vector<fs::path> out;
   std::error_code ec;
@@ -210,6 +212,39 @@ std::vector<fs::path> own_outputs(const fs::path& out_dir, const std::string& na
     if (is_own_output(e.path().filename().string(), name)) out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Whether `path` holds a manifest of an earlier preparation (is_data_manifest), which prepare may replace.
+// Anything else named NAME.json is not: another tool's file, a folder, a FIFO, or a JSON file too large to
+// be a manifest (a corpus), which is not read.
+bool holds_data_manifest(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const auto size = fs::file_size(path, ec);
+  if (ec || size > (64u << 20)) return false;
+  try {
+    return is_data_manifest(json::parse(read_file(path.string())));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Fails, before anything is written, when an earlier output under this name is not provably prepare's:
+// a NAME.json that is not a data manifest, or shards NAME_{train,val}_*.bin with no manifest beside them
+// (another tool's, e.g. llm.c's). They are left as they are; the message names the file.
+void check_earlier_outputs_are_own(const fs::path& manifest, const std::vector<fs::path>& stale) {
+  const bool has_manifest = std::find(stale.begin(), stale.end(), manifest) != stale.end();
+  if (has_manifest && !holds_data_manifest(manifest))
+    throw InvalidArgument(str_cat("data prepare: ", manifest.string(),
+                                  " exists and is not a data manifest of `lathe data prepare` (no \"train\" / "
+                                  "\"val\" shard lists), so it is not replaced; choose another --name (the manifest "
+                                  "is NAME.json) or --out"));
+  if (has_manifest) return;
+  for (const auto& p : stale)
+    if (p.filename().string().find(".tmp.") == std::string::npos)
+      throw InvalidArgument(str_cat("data prepare: ", p.string(), " exists with no data manifest ", manifest.string(),
+                                    " beside it (another tool's shard, or a preparation cut short), so it is not "
+                                    "replaced; choose another --name or --out, or remove it"));
 }
 
 // Fails, before anything is written, when an output (or an earlier output about to be removed) is one of
@@ -283,6 +318,7 @@ PrepareSummary prepare_data(const PrepareOptions& opts, const ThreadPool& pool) 
   const fs::path manifest_path = fs::path(opts.out_dir) / (opts.name + ".json");
   const std::vector<fs::path> stale = own_outputs(opts.out_dir, opts.name);
   check_outputs_spare_inputs(opts, manifest_path, stale);
+  check_earlier_outputs_are_own(manifest_path, stale);
 
   // Replace an earlier preparation under this name: its manifest first (a run cut short leaves no
   // manifest describing shards that are gone), then its shards, so none of them mixes into this one.
