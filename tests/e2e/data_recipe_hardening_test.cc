@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_run.h"
@@ -291,6 +292,38 @@ TEST(DataRecipeHardening, AFailedPreparationLeavesTheEarlierOneIntact) {
   const auto manifest = nlohmann::json::parse(std::ifstream(dir + "/d/c.json"));
   const size_t listed = manifest["train"]["shards"].size() + manifest["val"]["shards"].size();
   EXPECT_EQ(folder_bytes(dir + "/d").size(), listed + 1) << "only the manifest and the shards it lists";
+}
+
+// A manifest value of the wrong type or range fails pretrain before training, naming the manifest and the
+// key (not a raw JSON type error, nor a crash).
+TEST(DataRecipeHardening, PretrainNamesTheBadManifestValue) {
+  const std::string dir = testing::scratch_dir("harden_manifest_values");
+  world(dir);
+  auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out d --name c --val-fraction 0.05");
+  ASSERT_EQ(r.first, 0) << r.second;
+  const auto good = nlohmann::json::parse(std::ifstream(dir + "/d/c.json"));
+  using ptr = nlohmann::json::json_pointer;
+  const std::vector<std::tuple<ptr, nlohmann::json, std::string>> cases = {
+      {ptr("/delimiter_id"), "x", "delimiter_id"},
+      {ptr("/token_bytes"), 3, "token_bytes"},
+      {ptr("/train/shard_tokens/0"), -5, "train.shard_tokens[0]"},
+      {ptr("/val/tokens"), -1, "val.tokens"},
+      {ptr("/vocab_size"), "259", "vocab_size"},
+      {ptr("/format"), nlohmann::json::array(), "format"},
+  };
+  int n = 0;
+  for (const auto& [where, value, key] : cases) {
+    SCOPED_TRACE(where.to_string() + " = " + value.dump());
+    auto bad = good;
+    bad[where] = value;
+    write_bytes(dir + "/d/c.json", bad.dump(2));
+    const std::string run = "runs/r" + std::to_string(n++);
+    r = run_in(dir, "pretrain " + tiny("d/c", run) + " data.document_masking=true");
+    EXPECT_TRUE(is_clean_error(r, "c.json")) << r.second;
+    EXPECT_NE(r.second.find("\"" + key + "\""), std::string::npos) << r.second;
+    EXPECT_EQ(r.second.find("json.exception"), std::string::npos) << r.second;
+    EXPECT_FALSE(fs::exists(dir + "/" + run + "/metrics.jsonl")) << "trained before failing";
+  }
 }
 
 // --- row 10: manifest paths hold from any folder; a missing tokenizer fails at the start ----------------

@@ -58,7 +58,10 @@ std::optional<std::string> find_manifest(const std::string& data);
 
 // The manifest of `data` (find_manifest) with its paths resolved for this process: "tokenizer",
 // "inputs" and each split's "shards" are absolute. null when there is none. Throws FormatError naming the
-// manifest when it is not a manifest.
+// manifest (and the key) when it is not a manifest or a recorded value has the wrong type or range:
+// "format" 1..kManifestFormat, "vocab_size" 1..2^32, "token_bytes" 2 or 4, "delimiter_id" an id below
+// vocab_size, "seed" >= 0, "val_fraction" in [0, 1), each split's "documents", "tokens" and
+// "shard_tokens" counts >= 0, paths strings; so callers may read them typed (get<int32_t>()).
 nlohmann::json read_manifest(const std::string& data);
 
 // The tokenizer the manifest of `data` records, resolved; "" when there is no manifest or it records
