@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli_run.h"
@@ -102,6 +104,45 @@ TEST(DataRecipeHardening, PrepareRefusesEveryOtherOutputThatIsAnInput) {
   EXPECT_TRUE(fs::is_symlink(dir + "/out/data.json"));
 }
 
+// Only prepare's own earlier outputs are replaced: a NAME.json that is not a data manifest (the default
+// `--name data --out .` meets any ./data.json), or shards of that name with no manifest (llm.c's), are
+// refused, naming the file, and left as they are.
+TEST(DataRecipeHardening, PrepareRefusesToReplaceFilesItDidNotWrite) {
+  const std::string dir = testing::scratch_dir("harden_foreign");
+  world(dir);
+  const std::string settings = "{\"theme\": \"dark\", \"train\": 3}\n";
+  write_bytes(dir + "/data.json", settings);
+  auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
+  EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
+  EXPECT_NE(r.second.find("--name"), std::string::npos) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/data.json"), settings);
+  EXPECT_FALSE(fs::exists(dir + "/data_train_000000.bin"));  // refused before writing anything
+  // Other members of the class: a JSON array, invalid JSON, a folder under the manifest's name.
+  for (const std::string& other : {std::string("[1, 2]"), std::string("not json {")}) {
+    SCOPED_TRACE(other);
+    write_bytes(dir + "/data.json", other);
+    r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
+    EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
+    EXPECT_EQ(read_bytes(dir + "/data.json"), other);
+  }
+  fs::create_directories(dir + "/f/x.json/inside");
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out f --name x");
+  EXPECT_TRUE(is_clean_error(r, "x.json")) << r.second;
+  EXPECT_TRUE(fs::is_directory(dir + "/f/x.json/inside"));
+
+  // Shards under the name with no manifest beside them (made by another tool).
+  fs::create_directories(dir + "/llm");
+  write_bytes(dir + "/llm/x_train_000000.bin", "another tool's shard");
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name x");
+  EXPECT_TRUE(is_clean_error(r, "x_train_000000.bin")) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+  EXPECT_FALSE(fs::exists(dir + "/llm/x.json"));
+  // Another name works beside them.
+  r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name y");
+  EXPECT_EQ(r.first, 0) << r.second;
+  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+}
+
 // --- row 17: --name is a file name; plain text must be UTF-8 -------------------------------------------
 
 TEST(DataRecipeHardening, PrepareNameMustBeAPlainFileName) {
@@ -189,6 +230,100 @@ TEST(DataRecipeHardening, PrepareReplacesStaleShardsAndPretrainReadsTheManifest)
   r = run_in(dir, "pretrain " + tiny("d/c", "runs/d") + " --no-samples");
   EXPECT_EQ(r.first == 0 || r.first == 3, true) << r.second;
   EXPECT_NE(r.second.find("no data manifest"), std::string::npos) << r.second;
+}
+
+// Every file of a folder, by name, with its bytes.
+std::map<std::string, std::string> folder_bytes(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read_bytes(e.path().string());
+  return out;
+}
+
+// Whether DIR holds exactly `before` (folder_bytes); else the names that differ.
+::testing::AssertionResult folder_is(const std::string& dir, const std::map<std::string, std::string>& before) {
+  const auto now = folder_bytes(dir);
+  std::string diff;
+  for (const auto& [name, bytes] : before)
+    if (!now.count(name) || now.at(name) != bytes) diff += " " + name + (now.count(name) ? " (changed)" : " (gone)");
+  for (const auto& [name, bytes] : now)
+    if (!before.count(name)) diff += " " + name + " (new)";
+  if (diff.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << dir << ":" << diff;
+}
+
+// A preparation replaces the earlier one under its name only once it has succeeded: one that fails part-way
+// (after writing shards) leaves the earlier manifest and shards byte for byte, and usable.
+TEST(DataRecipeHardening, AFailedPreparationLeavesTheEarlierOneIntact) {
+  const std::string dir = testing::scratch_dir("harden_transaction");
+  world(dir, 600);
+  auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out d --name c --shard-tokens 5000");
+  ASSERT_EQ(r.first, 0) << r.second;
+  const auto before = folder_bytes(dir + "/d");
+  ASSERT_GT(before.size(), 3u);
+
+  // More than one block of documents (4096) before the bad byte: shards of the new run are written first.
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "line " + std::to_string(i) + " of the new data\n";
+  write_bytes(dir + "/bad.txt", text + "and a bad \xfe byte\n");
+  r = run_in(dir, "data prepare bad.txt --tokenizer w/tokenizer --out d --name c --shard-tokens 1000");
+  EXPECT_TRUE(is_clean_error(r, "bad.txt:5001")) << r.second;
+  EXPECT_TRUE(folder_is(dir + "/d", before));  // no temporaries left, nothing of the earlier run changed
+  // Another failure, after every input was read: no documents at all.
+  write_bytes(dir + "/empty.txt", "\n\n");
+  r = run_in(dir, "data prepare empty.txt --tokenizer w/tokenizer --out d --name c");
+  EXPECT_TRUE(is_clean_error(r, "no documents")) << r.second;
+  EXPECT_TRUE(folder_is(dir + "/d", before));
+
+  // The earlier preparation still trains.
+  r = run_in(dir, "pretrain " + tiny("d/c", "runs/a") + " --no-samples");
+  EXPECT_EQ(r.first == 0 || r.first == 3, true) << r.second;
+  EXPECT_EQ(r.second.find("no data manifest"), std::string::npos) << r.second;
+
+  // A run that died left temporaries (of a process that no longer exists, pid above any pid_max): the next
+  // successful preparation removes them with the earlier outputs.
+  write_bytes(dir + "/d/.c_train_000000.bin.tmp.4194999", "half a shard");
+  write_bytes(dir + "/d/c.json.tmp.4194999", "half a manifest");
+  r = run_in(dir, "data prepare bad.txt --tokenizer w/tokenizer --out d --name c --shard-tokens 1000");
+  ASSERT_NE(r.first, 0);
+  EXPECT_TRUE(fs::exists(dir + "/d/.c_train_000000.bin.tmp.4194999"));  // a failed run removes only its own
+  write_bytes(dir + "/good.txt", text);
+  r = run_in(dir, "data prepare good.txt --tokenizer w/tokenizer --out d --name c --shard-tokens 1000");
+  ASSERT_EQ(r.first, 0) << r.second;
+  const auto manifest = nlohmann::json::parse(std::ifstream(dir + "/d/c.json"));
+  const size_t listed = manifest["train"]["shards"].size() + manifest["val"]["shards"].size();
+  EXPECT_EQ(folder_bytes(dir + "/d").size(), listed + 1) << "only the manifest and the shards it lists";
+}
+
+// A manifest value of the wrong type or range fails pretrain before training, naming the manifest and the
+// key (not a raw JSON type error, nor a crash).
+TEST(DataRecipeHardening, PretrainNamesTheBadManifestValue) {
+  const std::string dir = testing::scratch_dir("harden_manifest_values");
+  world(dir);
+  auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out d --name c --val-fraction 0.05");
+  ASSERT_EQ(r.first, 0) << r.second;
+  const auto good = nlohmann::json::parse(std::ifstream(dir + "/d/c.json"));
+  using ptr = nlohmann::json::json_pointer;
+  const std::vector<std::tuple<ptr, nlohmann::json, std::string>> cases = {
+      {ptr("/delimiter_id"), "x", "delimiter_id"},
+      {ptr("/token_bytes"), 3, "token_bytes"},
+      {ptr("/train/shard_tokens/0"), -5, "train.shard_tokens[0]"},
+      {ptr("/val/tokens"), -1, "val.tokens"},
+      {ptr("/vocab_size"), "259", "vocab_size"},
+      {ptr("/format"), nlohmann::json::array(), "format"},
+  };
+  int n = 0;
+  for (const auto& [where, value, key] : cases) {
+    SCOPED_TRACE(where.to_string() + " = " + value.dump());
+    auto bad = good;
+    bad[where] = value;
+    write_bytes(dir + "/d/c.json", bad.dump(2));
+    const std::string run = "runs/r" + std::to_string(n++);
+    r = run_in(dir, "pretrain " + tiny("d/c", run) + " data.document_masking=true");
+    EXPECT_TRUE(is_clean_error(r, "c.json")) << r.second;
+    EXPECT_NE(r.second.find("\"" + key + "\""), std::string::npos) << r.second;
+    EXPECT_EQ(r.second.find("json.exception"), std::string::npos) << r.second;
+    EXPECT_FALSE(fs::exists(dir + "/" + run + "/metrics.jsonl")) << "trained before failing";
+  }
 }
 
 // --- row 10: manifest paths hold from any folder; a missing tokenizer fails at the start ----------------

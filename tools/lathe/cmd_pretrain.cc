@@ -138,7 +138,7 @@ int cmd_pretrain(int argc, char** argv) {
 
   if (samples) {
     const nlohmann::json manifest = manifest_of(cfg.train_data);
-    const std::string tok_path = manifest.value("tokenizer", "");
+    const std::string tok_path = manifest.contains("tokenizer") ? manifest["tokenizer"].get<std::string>() : "";
     if (tok_path.empty()) {
       std::printf("samples: skipped (no tokenizer recorded next to the training shards)\n");
     } else {
@@ -147,7 +147,8 @@ int cmd_pretrain(int argc, char** argv) {
       const auto tok = tokenizer::Tokenizer::load(tok_path);
       auto model = Model::load(res.last_checkpoint);
       std::printf("samples (greedy):\n");
-      const int32_t delimiter = manifest.value("delimiter_id", -1);  // opened every training document
+      // Opened every training document; read_manifest checked it is an id of the vocabulary.
+      const int32_t delimiter = manifest.contains("delimiter_id") ? manifest["delimiter_id"].get<int32_t>() : -1;
       for (const auto& prompt : cfg.sample_prompts) {
         std::vector<int32_t> ids;
         if (delimiter >= 0) ids.push_back(delimiter);

@@ -52,7 +52,73 @@ std::string resolve_recorded(const std::string& p, const fs::path& manifest_dir,
   return fs::weakly_canonical(fs::absolute(beside)).string();
 }
 
+// A value of the manifest for a message: its JSON, cut short.
+std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+// An integer of the manifest `path` in [lo, hi] (hi >= 0), else FormatError naming the manifest and the key.
+int64_t manifest_int(const nlohmann::json& v, const std::string& path, const std::string& key, int64_t lo, int64_t hi) {
+  bool ok = v.is_number_integer();
+  if (ok && v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();  // may exceed INT64_MAX
+    ok = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else if (ok) {
+    ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  }
+  LATHE_CHECK_FORMAT(ok, path, ": \"", key, "\" must be an integer from ", lo, " to ", hi, ", got ", shown(v),
+                     " (re-run `lathe data prepare`)");
+  return v.get<int64_t>();
+}
+
+// Checks the type and range of every number and string a manifest of `lathe data prepare` records, so that
+// callers can read them typed; FormatError naming the manifest and the key.
+void check_manifest_values(const nlohmann::json& m, const std::string& path) {
+  const auto get = [&](const nlohmann::json& obj, const char* key) -> const nlohmann::json* {
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  };
+  int64_t vocab = 0;
+  if (const auto* v = get(m, "vocab_size")) vocab = manifest_int(*v, path, "vocab_size", 1, int64_t{1} << 32);
+  if (const auto* v = get(m, "token_bytes")) {
+    const int64_t width = manifest_int(*v, path, "token_bytes", 2, 4);
+    LATHE_CHECK_FORMAT(width != 3, path, ": \"token_bytes\" must be 2 or 4, got 3 (re-run `lathe data prepare`)");
+    LATHE_CHECK_FORMAT(width == 4 || vocab <= 65536, path, ": \"token_bytes\" 2 cannot hold the ids of \"vocab_size\" ",
+                       vocab, " (re-run `lathe data prepare`)");
+  }
+  if (const auto* v = get(m, "delimiter_id"))
+    manifest_int(*v, path, "delimiter_id", 0, vocab > 0 ? std::min<int64_t>(vocab - 1, INT32_MAX) : INT32_MAX);
+  if (const auto* v = get(m, "delimiter"))
+    LATHE_CHECK_FORMAT(v->is_string(), path, ": \"delimiter\" must be a string (a token), got ", shown(*v));
+  if (const auto* v = get(m, "seed"))
+    LATHE_CHECK_FORMAT(v->is_number_unsigned(), path, ": \"seed\" must be an integer >= 0, got ", shown(*v));
+  if (const auto* v = get(m, "val_fraction"))
+    LATHE_CHECK_FORMAT(v->is_number() && v->get<double>() >= 0 && v->get<double>() < 1, path,
+                       ": \"val_fraction\" must be a number in [0, 1), got ", shown(*v));
+  if (const auto* v = get(m, "inputs"))
+    LATHE_CHECK_FORMAT(v->is_array(), path, ": \"inputs\" must be a list of paths, got ", shown(*v));
+  for (const char* split : {"train", "val"}) {
+    const auto* s = get(m, split);
+    if (!s || !s->is_object()) continue;  // read_manifest names a split that is not an object
+    for (const char* key : {"documents", "tokens"})
+      if (const auto* v = get(*s, key)) manifest_int(*v, path, str_cat(split, ".", key), 0, INT64_MAX);
+    if (const auto* v = get(*s, "shard_tokens"); v && v->is_array())
+      for (size_t i = 0; i < v->size(); ++i)
+        manifest_int((*v)[i], path, str_cat(split, ".shard_tokens[", i, "]"), 0, INT32_MAX);
+  }
+}
+
 }  // namespace
+
+bool is_data_manifest(const nlohmann::json& j) {
+  if (!j.is_object()) return false;
+  for (const char* split : {"train", "val"}) {
+    const auto it = j.find(split);
+    if (it != j.end() && it->is_object() && it->contains("shards") && (*it)["shards"].is_array()) return true;
+  }
+  return false;
+}
 
 std::optional<std::string> find_manifest(const std::string& data) {
   const fs::path p = data;
@@ -94,9 +160,10 @@ nlohmann::json read_manifest(const std::string& data) {
     throw FormatError(str_cat(*path, ": not a data manifest (invalid JSON: ", e.what(), ")"));
   }
   LATHE_CHECK_FORMAT(m.is_object(), *path, ": not a data manifest (expected a JSON object from `lathe data prepare`)");
-  const int format = m.contains("format") && m["format"].is_number_integer() ? m["format"].get<int>() : 1;
+  const int format = m.contains("format") ? static_cast<int>(manifest_int(m["format"], *path, "format", 1, INT32_MAX)) : 1;
   LATHE_CHECK_FORMAT(format <= kManifestFormat, *path, ": manifest format ", format, " is newer than this lathe reads (",
                      kManifestFormat, ")");
+  check_manifest_values(m, *path);
   const fs::path dir = fs::path(*path).parent_path();
   const auto check_string = [&](const nlohmann::json& v, const std::string& key) {
     LATHE_CHECK_FORMAT(v.is_string(), *path, ": \"", key, "\" must be a string (path)");
@@ -161,7 +228,7 @@ std::vector<std::string> find_shards(const std::string& data, const std::string&
   std::vector<std::string> paths = s["shards"].get<std::vector<std::string>>();
   if (paths.empty())
     throw IoError(str_cat(path, ": the data manifest lists no ", split, " shards (", split == "val" ? "val_fraction 0, or too few documents?" : "too few documents?", ")"));
-  const int width = m.value("token_bytes", 0);
+  const int width = m.contains("token_bytes") ? m["token_bytes"].get<int>() : 0;  // read_manifest: 2 or 4
   int64_t total = 0;
   for (size_t i = 0; i < paths.size(); ++i) {
     std::error_code ec;
@@ -170,14 +237,14 @@ std::vector<std::string> find_shards(const std::string& data, const std::string&
     const TokenShard shard = TokenShard::open(paths[i]);
     total += shard.size();
     if (s.contains("shard_tokens")) {
-      const int64_t want = s["shard_tokens"][i].is_number_integer() ? s["shard_tokens"][i].get<int64_t>() : -1;
+      const int64_t want = s["shard_tokens"][i].get<int64_t>();  // read_manifest: an integer >= 0
       LATHE_CHECK_FORMAT(shard.size() == want, paths[i], ": holds ", shard.size(), " tokens, but the manifest ", path,
                          " records ", s["shard_tokens"][i].dump(), " (re-run `lathe data prepare`)");
     }
     LATHE_CHECK_FORMAT(width == 0 || shard.width() == width, paths[i], ": ", shard.width(),
                        "-byte tokens, but the manifest ", path, " records token_bytes ", width);
   }
-  if (s.contains("tokens") && s["tokens"].is_number_integer())
+  if (s.contains("tokens"))
     LATHE_CHECK_FORMAT(total == s["tokens"].get<int64_t>(), path, ": records ", s["tokens"].get<int64_t>(), " ", split,
                        " tokens, but its shards hold ", total, " (re-run `lathe data prepare`)");
   return paths;

@@ -46,6 +46,10 @@ struct DataLoaderOptions {
 // manifest's folder (or absolute); earlier manifests stored the tokenizer and inputs as given to prepare.
 inline constexpr int kManifestFormat = 2;
 
+// Whether `j` is a manifest `lathe data prepare` wrote, of any format: a JSON object whose "train" or "val"
+// is an object with a "shards" list. `data prepare` replaces an earlier NAME.json only when it is one.
+bool is_data_manifest(const nlohmann::json& j);
+
 // The manifest of a data prefix: DATA.json for a name prefix DIR/NAME (DATA itself when it names a .json
 // file); for a folder, the one NAME.json in it that has NAME_{train,val}_*.bin shards beside it. nullopt
 // when there is none (shards made by other tools, e.g. llm.c's scripts). Throws InvalidArgument when a
@@ -54,7 +58,10 @@ std::optional<std::string> find_manifest(const std::string& data);
 
 // The manifest of `data` (find_manifest) with its paths resolved for this process: "tokenizer",
 // "inputs" and each split's "shards" are absolute. null when there is none. Throws FormatError naming the
-// manifest when it is not a manifest.
+// manifest (and the key) when it is not a manifest or a recorded value has the wrong type or range:
+// "format" 1..kManifestFormat, "vocab_size" 1..2^32, "token_bytes" 2 or 4, "delimiter_id" an id below
+// vocab_size, "seed" >= 0, "val_fraction" in [0, 1), each split's "documents", "tokens" and
+// "shard_tokens" counts >= 0, paths strings; so callers may read them typed (get<int32_t>()).
 nlohmann::json read_manifest(const std::string& data);
 
 // The tokenizer the manifest of `data` records, resolved; "" when there is no manifest or it records

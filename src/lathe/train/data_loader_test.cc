@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "lathe/base/error.h"
 #include "lathe/io/test_paths.h"
@@ -167,6 +168,58 @@ TEST(DataLoader, ShardsComeFromTheManifestWithPathsRelativeToIt) {
   // The recorded tokenizer is gone.
   std::filesystem::remove_all(dir + "/tok");
   EXPECT_THROW(manifest_tokenizer(dir + "/data/d"), IoError);
+}
+
+// Every number and string the manifest records is checked for type and range when it is read, naming the
+// manifest and the key, so no raw JSON type error reaches a caller reading it typed.
+TEST(DataLoader, ManifestValuesAreCheckedNamingTheKey) {
+  const std::string dir = testing::scratch_dir("loader_manifest_values");
+  const std::vector<int> sizes = {50, 40};
+  const auto shards = make_shards(dir, sizes);
+  nlohmann::json good = manifest_for(shards, sizes);
+  good["vocab_size"] = 259;
+  good["delimiter_id"] = 256;
+  good["seed"] = 0;
+  good["val_fraction"] = 0.01;
+  std::ofstream(dir + "/d.json") << good.dump();
+  ASSERT_EQ(find_shards(dir + "/d", "train").size(), 2u);
+  using nlohmann::json;
+  const std::vector<std::tuple<json::json_pointer, json, std::string>> cases = {
+      {json::json_pointer("/delimiter_id"), "x", "delimiter_id"},
+      {json::json_pointer("/delimiter_id"), -1, "delimiter_id"},
+      {json::json_pointer("/delimiter_id"), 259, "delimiter_id"},  // not below vocab_size
+      {json::json_pointer("/delimiter_id"), 1e20, "delimiter_id"},
+      {json::json_pointer("/token_bytes"), 3, "token_bytes"},
+      {json::json_pointer("/token_bytes"), "2", "token_bytes"},
+      {json::json_pointer("/vocab_size"), 0, "vocab_size"},
+      {json::json_pointer("/vocab_size"), 100000, "token_bytes"},  // 2-byte tokens cannot hold its ids
+      {json::json_pointer("/format"), "2", "format"},
+      {json::json_pointer("/format"), 0, "format"},
+      {json::json_pointer("/format"), 2.5, "format"},
+      {json::json_pointer("/seed"), -1, "seed"},
+      {json::json_pointer("/val_fraction"), 1.5, "val_fraction"},
+      {json::json_pointer("/delimiter"), 7, "delimiter"},
+      {json::json_pointer("/inputs"), "a.txt", "inputs"},
+      {json::json_pointer("/train/shard_tokens/0"), -50, "train.shard_tokens[0]"},
+      {json::json_pointer("/train/shard_tokens/1"), "40", "train.shard_tokens[1]"},
+      {json::json_pointer("/train/tokens"), -1, "train.tokens"},
+      {json::json_pointer("/val/documents"), 18446744073709551615ull, "val.documents"},
+  };
+  for (const auto& [where, value, key] : cases) {
+    SCOPED_TRACE(where.to_string() + " = " + value.dump());
+    json bad = good;
+    bad[where] = value;
+    std::ofstream(dir + "/d.json") << bad.dump();
+    for (const char* split : {"train", "val"}) {
+      try {
+        find_shards(dir + "/d", split);
+        ADD_FAILURE() << "accepted";
+      } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("d.json"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("\"" + key + "\""), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 TEST(DataLoader, WithoutAManifestShardsAreGlobbedWithANote) {

@@ -6,10 +6,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <signal.h>
 #include <string_view>
+#include <unistd.h>
 
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/line_reader.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/tokenizer/tokenizer.h"
@@ -129,12 +132,29 @@ class DocumentReader {
   int64_t bytes_total_ = 0, bytes_done_ = 0;
 };
 
-// Buffers one split's tokens and writes a shard whenever shard_tokens are collected.
+// The temporary name of an output while a preparation runs: ".<file>.tmp.<pid>" beside it. Readers never
+// take it (it ends neither in .bin nor in .json); it is renamed into place once everything is written.
+fs::path temporary_for(const fs::path& path) {
+  return path.parent_path() / str_cat(".", path.filename().string(), ".tmp.", ::getpid());
+}
+
+// An output written under its temporary name, renamed to its final name when the preparation commits.
+struct Rename {
+  fs::path temporary, final;
+};
+
+// Buffers one split's tokens and writes a shard under its temporary name whenever shard_tokens are
+// collected. paths: the shards' final names; temps: where they are until the preparation is committed.
 class ShardWriter {
  public:
   ShardWriter(std::string prefix, int64_t shard_tokens, int width, std::vector<std::string>& paths,
-              std::vector<int64_t>& counts)
-      : prefix_(std::move(prefix)), shard_tokens_(shard_tokens), width_(width), paths_(paths), counts_(counts) {}
+              std::vector<int64_t>& counts, std::vector<Rename>& renames)
+      : prefix_(std::move(prefix)),
+        shard_tokens_(shard_tokens),
+        width_(width),
+        paths_(paths),
+        counts_(counts),
+        renames_(renames) {}
   void append(std::span<const uint32_t> tokens) {
     for (uint32_t t : tokens) {
       buf_.push_back(t);
@@ -146,8 +166,9 @@ class ShardWriter {
     char index[16];
     std::snprintf(index, sizeof(index), "%06zu", paths_.size());
     const std::string path = prefix_ + index + ".bin";
-    paths_.push_back(path);  // first: a failed write is still removed with the others
-    write_token_shard(path, buf_, width_);
+    paths_.push_back(path);
+    renames_.push_back({temporary_for(path), path});  // first: a failed write is still removed with the others
+    write_token_shard(renames_.back().temporary.string(), buf_, width_);
     counts_.push_back(static_cast<int64_t>(buf_.size()));
     buf_.clear();
   }
@@ -158,32 +179,53 @@ class ShardWriter {
   int width_;
   std::vector<std::string>& paths_;
   std::vector<int64_t>& counts_;
+  std::vector<Rename>& renames_;
   std::vector<uint32_t> buf_;
 };
 
-// Whether `file` (a name inside the output folder) is one of prepare's outputs for `name`: the manifest
-// NAME.json, a shard NAME_{train,val}_<digits>.bin, or a temporary of either (write_file_atomic writes
-// PATH.tmp.<pid> and renames it).
-bool is_own_output(const std::string& file, const std::string& name) {
-  const auto all_digits = [](std::string_view s) {
-    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
-  };
-  const auto base_or_tmp = [&](std::string_view s, std::string_view base) {
-    if (s == base) return true;
-    return s.substr(0, base.size()) == base && s.substr(base.size(), 5) == ".tmp." && all_digits(s.substr(base.size() + 5));
-  };
-  std::string_view f = file;
-  if (f.substr(0, name.size()) != name) return false;
-  f.remove_prefix(name.size());
-  if (base_or_tmp(f, ".json")) return true;
-  for (std::string_view split : {"_train_", "_val_"}) {
-    if (f.substr(0, split.size()) != split) continue;
-    const std::string_view rest = f.substr(split.size());
-    const size_t dot = rest.find('.');
-    if (dot != std::string_view::npos && all_digits(rest.substr(0, dot)) && base_or_tmp(rest.substr(dot), ".bin"))
-      return true;
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The pid of a temporary's ".tmp.<pid>" tail (one or two of them: write_file_atomic adds its own), or -1
+// when `s` is not such a tail.
+long tmp_tail_pid(std::string_view s) {
+  long pid = -1;
+  for (int k = 0; k < 2 && s.substr(0, 5) == ".tmp."; ++k) {
+    s.remove_prefix(5);
+    const size_t end = std::min(s.find('.'), s.size());
+    if (!all_digits(s.substr(0, end)) || end > 9) return -1;
+    if (k == 0) pid = std::stol(std::string(s.substr(0, end)));
+    s.remove_prefix(end);
   }
-  return false;
+  return s.empty() ? pid : -1;
+}
+
+// Whether `file` (a name inside the output folder) is one of prepare's outputs for `name`: the manifest
+// NAME.json, a shard NAME_{train,val}_<digits>.bin, or a temporary of either (.FILE.tmp.<pid>, and
+// write_file_atomic's FILE.tmp.<pid> of earlier versions). *pid: the temporary's process, else -1.
+bool is_own_output(const std::string& file, const std::string& name, long* pid = nullptr) {
+  const auto match = [&](std::string_view f, bool need_tmp) {
+    const auto base_or_tmp = [&](std::string_view s, std::string_view base) {
+      if (s.substr(0, base.size()) != base) return false;
+      const long p = s.size() == base.size() ? -1 : tmp_tail_pid(s.substr(base.size()));
+      if (pid) *pid = p;
+      return need_tmp || s.size() > base.size() ? p >= 0 : true;
+    };
+    if (f.substr(0, name.size()) != name) return false;
+    f.remove_prefix(name.size());
+    if (base_or_tmp(f, ".json")) return true;
+    for (std::string_view split : {"_train_", "_val_"}) {
+      if (f.substr(0, split.size()) != split) continue;
+      const std::string_view rest = f.substr(split.size());
+      const size_t dot = rest.find('.');
+      if (dot != std::string_view::npos && all_digits(rest.substr(0, dot)) && base_or_tmp(rest.substr(dot), ".bin"))
+        return true;
+    }
+    return false;
+  };
+  if (pid) *pid = -1;
+  return match(file, false) || (!file.empty() && file[0] == '.' && match(std::string_view(file).substr(1), true));
 }
 
 // The files prepare reads and must never write over, remove or replace: the inputs, and the tokenizer
@@ -200,8 +242,9 @@ std::vector<std::string> protected_files(const PrepareOptions& opts) {
   return out;
 }
 
-// The outputs of an earlier preparation under the same name in out_dir (its manifest and shards, the ones
-// that manifest lists among them), which this one replaces.
+// The files in out_dir named as prepare's outputs for `name` (is_own_output): an earlier preparation's
+// manifest, shards and leftover temporaries, which this one replaces once check_earlier_outputs_are_own
+// has found them to be prepare's.
 std::vector<fs::path> own_outputs(const fs::path& out_dir, const std::string& name) {
   std::vector<fs::path> out;
   std::error_code ec;
@@ -210,6 +253,92 @@ std::vector<fs::path> own_outputs(const fs::path& out_dir, const std::string& na
     if (is_own_output(e.path().filename().string(), name)) out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// Whether `p`, one of own_outputs, is a temporary (.FILE.tmp.<pid> or FILE.tmp.<pid>) rather than a
+// manifest or shard: the only outputs with ".tmp." in their names.
+bool is_temporary(const fs::path& p) { return p.filename().string().find(".tmp.") != std::string::npos; }
+
+// Whether the process that named a temporary may still be writing it (a concurrent preparation).
+bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+// Whether `path` holds a manifest of an earlier preparation (is_data_manifest), which prepare may replace.
+// Anything else named NAME.json is not: another tool's file, a folder, a FIFO, or a JSON file too large to
+// be a manifest (a corpus), which is not read.
+bool holds_data_manifest(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const auto size = fs::file_size(path, ec);
+  if (ec || size > (64u << 20)) return false;
+  try {
+    return is_data_manifest(json::parse(read_file(path.string())));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Fails, before anything is written, when an earlier output under this name is not provably prepare's:
+// a NAME.json that is not a data manifest, or shards NAME_{train,val}_*.bin with no manifest beside them
+// (another tool's, e.g. llm.c's). They are left as they are; the message names the file.
+void check_earlier_outputs_are_own(const fs::path& manifest, const std::vector<fs::path>& stale) {
+  const bool has_manifest = std::find(stale.begin(), stale.end(), manifest) != stale.end();
+  if (has_manifest && !holds_data_manifest(manifest))
+    throw InvalidArgument(str_cat("data prepare: ", manifest.string(),
+                                  " exists and is not a data manifest of `lathe data prepare` (no \"train\" / "
+                                  "\"val\" shard lists), so it is not replaced; choose another --name (the manifest "
+                                  "is NAME.json) or --out"));
+  if (has_manifest) return;
+  for (const auto& p : stale)
+    if (!is_temporary(p))
+      throw InvalidArgument(str_cat("data prepare: ", p.string(), " exists with no data manifest ", manifest.string(),
+                                    " beside it (another tool's shard, or a preparation cut short), so it is not "
+                                    "replaced; choose another --name or --out, or remove it"));
+}
+
+// Puts a complete preparation in place of the earlier one under its name: the earlier manifest goes first
+// (from then on no manifest describes a mix of old and new shards), then the earlier outputs that no new
+// one replaces (shards beyond the new count, temporaries of runs that died); the new shards are renamed
+// into place, over earlier ones of the same name, the manifest last, and the folder is synced.
+void commit_preparation(const PrepareOptions& opts, const fs::path& manifest, const std::vector<fs::path>& stale,
+                        const std::vector<Rename>& renames) {
+  const auto sync_folder = [&] {
+    try {
+      fsync_path(opts.out_dir);
+    } catch (const IoError&) {
+      // Some filesystems cannot sync a folder; the files themselves are durable (write_file_atomic).
+    }
+  };
+  size_t renamed = 0;
+  try {
+    std::error_code ec;
+    const auto remove = [&](const fs::path& p) {
+      if (!fs::remove(p, ec) && ec)
+        throw IoError(str_cat("data prepare: cannot remove the earlier output ", p.string(), ": ", ec.message()));
+    };
+    for (const auto& p : stale)
+      if (p.filename() == manifest.filename()) remove(p);
+    sync_folder();
+    for (const auto& p : stale) {
+      const std::string file = p.filename().string();
+      long pid = -1;
+      is_own_output(file, opts.name, &pid);
+      if (file == manifest.filename().string() || (pid >= 0 && pid != ::getpid() && process_alive(pid))) continue;
+      const bool replaced = std::any_of(renames.begin(), renames.end(),
+                                        [&](const Rename& r) { return r.final.filename() == p.filename(); });
+      if (!replaced) remove(p);
+    }
+    for (; renamed < renames.size(); ++renamed) {
+      fs::rename(renames[renamed].temporary, renames[renamed].final, ec);
+      if (ec)
+        throw IoError(str_cat("data prepare: cannot rename ", renames[renamed].temporary.string(), " to ",
+                              renames[renamed].final.string(), ": ", ec.message()));
+    }
+    sync_folder();
+  } catch (...) {
+    std::error_code ec;
+    for (size_t i = renamed; i < renames.size(); ++i) fs::remove(renames[i].temporary, ec);
+    throw;
+  }
 }
 
 // Fails, before anything is written, when an output (or an earlier output about to be removed) is one of
@@ -283,18 +412,16 @@ PrepareSummary prepare_data(const PrepareOptions& opts, const ThreadPool& pool) 
   const fs::path manifest_path = fs::path(opts.out_dir) / (opts.name + ".json");
   const std::vector<fs::path> stale = own_outputs(opts.out_dir, opts.name);
   check_outputs_spare_inputs(opts, manifest_path, stale);
+  check_earlier_outputs_are_own(manifest_path, stale);
 
-  // Replace an earlier preparation under this name: its manifest first (a run cut short leaves no
-  // manifest describing shards that are gone), then its shards, so none of them mixes into this one.
+  // Everything is written under temporary names first (temporary_for); the earlier preparation is
+  // replaced only once the new one is complete (commit_preparation), so a failure leaves it as it was.
   fs::create_directories(opts.out_dir);
-  for (const auto& p : stale)
-    if (p == manifest_path) fs::remove(p);
-  for (const auto& p : stale) fs::remove(p);
-
   const std::string base = (fs::path(opts.out_dir) / opts.name).string();
   std::vector<int64_t> train_counts, val_counts;
-  ShardWriter train(base + "_train_", opts.shard_tokens, sum.width, sum.train_shards, train_counts);
-  ShardWriter val(base + "_val_", opts.shard_tokens, sum.width, sum.val_shards, val_counts);
+  std::vector<Rename> renames;  // every output written, the manifest last
+  ShardWriter train(base + "_train_", opts.shard_tokens, sum.width, sum.train_shards, train_counts, renames);
+  ShardWriter val(base + "_val_", opts.shard_tokens, sum.width, sum.val_shards, val_counts, renames);
   // Validation membership: hash of (seed, document index) below the fraction (exact in 2^-53 steps).
   const uint64_t val_key = derive_key(opts.seed, 0x76616cull);
   const auto is_val = [&](int64_t doc) {
@@ -328,43 +455,44 @@ PrepareSummary prepare_data(const PrepareOptions& opts, const ThreadPool& pool) 
     train.flush();
     val.flush();
     LATHE_CHECK_ARG(sum.documents_train + sum.documents_val > 0, "data prepare: the inputs hold no documents");
+
+    const auto names = [](const std::vector<std::string>& paths) {
+      std::vector<std::string> out;
+      for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
+      return out;
+    };
+    std::vector<std::string> inputs;
+    for (const auto& p : opts.inputs) inputs.push_back(path_for_manifest(p, opts.out_dir));
+    json manifest = {
+        {"format", kManifestFormat},
+        {"tokenizer", path_for_manifest(opts.tokenizer, opts.out_dir)},
+        {"vocab_size", sum.vocab_size},
+        {"token_bytes", sum.width},
+        {"delimiter", sum.delimiter},
+        {"delimiter_id", sum.delimiter_id},
+        {"seed", opts.seed},
+        {"val_fraction", opts.val_fraction},
+        {"inputs", inputs},
+        {"train",
+         {{"documents", sum.documents_train},
+          {"tokens", sum.tokens_train},
+          {"shards", names(sum.train_shards)},
+          {"shard_tokens", train_counts}}},
+        {"val",
+         {{"documents", sum.documents_val},
+          {"tokens", sum.tokens_val},
+          {"shards", names(sum.val_shards)},
+          {"shard_tokens", val_counts}}},
+    };
+    renames.push_back({temporary_for(manifest_path), manifest_path});
+    write_file_atomic(renames.back().temporary.string(), manifest.dump(2) + "\n");
   } catch (...) {
-    // No half preparation stays behind to be mistaken for data (pretrain would glob it without a manifest).
-    for (const auto& p : sum.train_shards) fs::remove(p, ec);
-    for (const auto& p : sum.val_shards) fs::remove(p, ec);
+    // Only this run's temporaries go; the earlier preparation (if any) is untouched.
+    for (const auto& r : renames) fs::remove(r.temporary, ec);
     throw;
   }
-
-  const auto names = [](const std::vector<std::string>& paths) {
-    std::vector<std::string> out;
-    for (const auto& p : paths) out.push_back(fs::path(p).filename().string());
-    return out;
-  };
-  std::vector<std::string> inputs;
-  for (const auto& p : opts.inputs) inputs.push_back(path_for_manifest(p, opts.out_dir));
-  json manifest = {
-      {"format", kManifestFormat},
-      {"tokenizer", path_for_manifest(opts.tokenizer, opts.out_dir)},
-      {"vocab_size", sum.vocab_size},
-      {"token_bytes", sum.width},
-      {"delimiter", sum.delimiter},
-      {"delimiter_id", sum.delimiter_id},
-      {"seed", opts.seed},
-      {"val_fraction", opts.val_fraction},
-      {"inputs", inputs},
-      {"train",
-       {{"documents", sum.documents_train},
-        {"tokens", sum.tokens_train},
-        {"shards", names(sum.train_shards)},
-        {"shard_tokens", train_counts}}},
-      {"val",
-       {{"documents", sum.documents_val},
-        {"tokens", sum.tokens_val},
-        {"shards", names(sum.val_shards)},
-        {"shard_tokens", val_counts}}},
-  };
+  commit_preparation(opts, manifest_path, stale, renames);
   sum.manifest = manifest_path.string();
-  write_file_atomic(sum.manifest, manifest.dump(2) + "\n");
   return sum;
 }
 

@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/train/byte_tokenizer.h"
@@ -100,6 +105,72 @@ TEST(DataPrepare, BadInputNamesFileAndLine) {
   EXPECT_THROW(prepare_data({.inputs = {dir + "/bad.jsonl"}, .tokenizer = dir, .out_dir = dir + "/o", .delimiter = "<nope>"},
                             pool),
                InvalidArgument);
+}
+
+// The second preparation under a name replaces the first only once it has succeeded: a failed one leaves
+// the first readable (read_manifest + find_shards), a successful one with fewer shards leaves only its own.
+TEST(DataPrepare, ReplacesAnEarlierPreparationOnlyWhenItSucceeds) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::scratch_dir("prepare_replace");
+  write_byte_tokenizer(dir);
+  {
+    std::ofstream text(dir + "/a.txt");
+    for (int i = 0; i < 5000; ++i) text << "document number " << i << "\n";
+  }
+  ThreadPool pool(2);
+  const PrepareOptions first{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir + "/out", .shard_tokens = 5000};
+  const PrepareSummary sum = prepare_data(first, pool);
+  ASSERT_GT(sum.train_shards.size(), 3u);
+  const auto shards = find_shards(dir + "/out/data", "train");
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir + "/out")) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const auto before = listing();
+
+  std::ofstream(dir + "/bad.txt") << "fine\n" << std::string(3000, 'x') << "\nthen \xc0 bad\n";
+  PrepareOptions second = first;
+  second.inputs = {dir + "/a.txt", dir + "/bad.txt"};  // a first block (4096 documents) is written, then it fails
+  EXPECT_THROW(prepare_data(second, pool), FormatError);
+  EXPECT_EQ(listing(), before);
+  EXPECT_EQ(find_shards(dir + "/out/data", "train"), shards);  // counts and widths as the manifest records
+
+  std::ofstream(dir + "/small.txt") << "one\ntwo\n";
+  second.inputs = {dir + "/small.txt"};
+  const PrepareSummary small = prepare_data(second, pool);
+  EXPECT_EQ(listing().size(), small.train_shards.size() + small.val_shards.size() + 1);
+  EXPECT_EQ(find_shards(dir + "/out/data", "train").size(), small.train_shards.size());
+}
+
+// A failed manifest write is part of the preparation: its shards go with it (no shards without a manifest
+// for pretrain to glob), and the earlier preparation stays.
+TEST(DataPrepare, AFailedManifestWriteLeavesNoShards) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::scratch_dir("prepare_manifest_fails");
+  write_byte_tokenizer(dir);
+  std::ofstream(dir + "/a.txt") << "one\ntwo\nthree\n";
+  ThreadPool pool(1);
+  PrepareOptions opts{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir + "/out", .name = "first"};
+  prepare_data(opts, pool);
+  const std::string first_manifest = read_file(dir + "/out/first.json");
+  // The manifest's temporary name is taken by a folder that cannot be renamed over: its write fails.
+  opts.name = "second";
+  const std::string blocker = dir + "/out/.second.json.tmp." + std::to_string(::getpid());
+  fs::create_directories(blocker + "/inside");
+  EXPECT_THROW(prepare_data(opts, pool), IoError);
+  fs::remove_all(blocker);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir + "/out"))
+    if (e.path().filename().string().find("second") != std::string::npos) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << left.front();
+  // And under the name of an earlier preparation: it is left as it was.
+  opts.name = "first";
+  fs::create_directories(dir + "/out/.first.json.tmp." + std::to_string(::getpid()) + "/inside");
+  EXPECT_THROW(prepare_data(opts, pool), IoError);
+  EXPECT_EQ(read_file(dir + "/out/first.json"), first_manifest);
+  EXPECT_EQ(find_shards(dir + "/out/first", "train").size(), 1u);
 }
 
 }  // namespace

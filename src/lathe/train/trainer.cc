@@ -297,7 +297,7 @@ TrainResult Trainer::run(StartMode mode) {
       LATHE_CHECK_ARG(manifest.is_object() && manifest.contains("delimiter_id"), cfg_.train_data,
                       ": data.document_masking needs the document delimiter: no manifest from `lathe data prepare`"
                       " next to the shards; set data.delimiter_id");
-      delimiter = manifest["delimiter_id"].get<int32_t>();
+      delimiter = manifest["delimiter_id"].get<int32_t>();  // read_manifest checked: an id of the vocabulary
     }
   }
   DataLoader train(DataLoaderOptions{.shards = find_shards(cfg_.train_data, "train", say),
