@@ -2,7 +2,10 @@
 // with their exit code and combined output.
 #pragma once
 
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -12,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+extern "C" char** environ;
 
 namespace lathe::testing {
 
@@ -41,6 +46,59 @@ inline bool wait_for_file(const std::string& path, std::chrono::seconds timeout 
   }
   return true;
 }
+
+// Starts `lathe ARGS` in the background with stdout and stderr to `log`; returns its pid (-1 on failure).
+// The shell execs lathe, so the pid is lathe's own: a signal sent to it reaches lathe.
+inline pid_t spawn_lathe_logged(const std::string& args, const std::string& log) {
+  const std::string cmd = "exec " + lathe_bin() + " " + args + " > " + log + " 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = 0;
+  return posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0 ? pid : -1;
+}
+
+// Waits up to `timeout` for pid to exit: its exit code, or -1 when a signal ended it or it was still
+// running at the timeout (then it is SIGKILLed and reaped).
+inline int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// SIGKILLs pid and reaps it; true when the signal is what ended it (it had not finished on its own).
+inline bool kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
+// A tmpfs of `size` (e.g. "4m") mounted at `path` (created) while the object lives: a real full disk for
+// tests. mounted() is false where mounting is not allowed (not root, no CAP_SYS_ADMIN): skip the test.
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(const std::string& path, const std::string& size) : path_(path) {
+    std::filesystem::create_directories(path);
+    mounted_ = std::system(("mount -t tmpfs -o size=" + size + " tmpfs " + path + " 2>/dev/null").c_str()) == 0;
+  }
+  ~ScopedTmpfs() {
+    if (mounted_) (void)std::system(("umount " + path_).c_str());
+  }
+  ScopedTmpfs(const ScopedTmpfs&) = delete;
+  ScopedTmpfs& operator=(const ScopedTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
 
 // `lathe ARGS`.
 inline std::pair<int, std::string> run_lathe(const std::string& args) { return run_shell(lathe_bin() + " " + args); }

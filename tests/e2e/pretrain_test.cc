@@ -21,8 +21,6 @@
 #include "lathe/io/test_paths.h"
 #include "lathe/train/test_metrics.h"
 
-extern char** environ;
-
 namespace lathe {
 namespace {
 
@@ -33,7 +31,6 @@ using testing::loss_lines;
 
 std::pair<int, std::string> run(const std::string& args) { return testing::run_lathe(args); }
 std::vector<std::string> losses(const std::string& run_dir) { return loss_lines(run_dir); }
-std::string bin() { return lathe_bin(); }
 
 // A tiny model on the quickstart recipe, so the test exercises the shipped recipe file.
 std::string tiny_overrides(const std::string& data, const std::string& run_dir) {
@@ -42,29 +39,6 @@ std::string tiny_overrides(const std::string& data, const std::string& run_dir) 
          " model.config.num_hidden_layers=2 model.config.num_attention_heads=4 model.config.num_key_value_heads=2"
          " model.config.head_dim=8 data.seq_len=32 data.batch_size=4 schedule.steps=150 schedule.warmup_steps=5"
          " eval.every=50 eval.batches=2 checkpoint.every=5 checkpoint.keep=2 --no-samples";
-}
-
-// Starts `args` (args[0]: the binary) in the background with stdout and stderr to `log`; returns its pid.
-pid_t spawn_logged(std::vector<std::string> args, const std::string& log) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
-  posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&io, 1, 2);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0].c_str(), &io, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&io);
-  return rc == 0 ? pid : -1;
-}
-
-// SIGKILLs pid and reaps it; true when the signal is what ended it (it had not finished on its own).
-bool kill_and_reap(pid_t pid) {
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFSIGNALED(status);
 }
 
 TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
@@ -81,15 +55,11 @@ TEST(PretrainCli, SigkillAndResumeReproducesTheUninterruptedRun) {
 
   // The same run, killed with SIGKILL once it has written its step-20 checkpoint (at whatever step it
   // has reached by then), then resumed.
-  std::vector<std::string> args = {bin(), "pretrain", "recipes/quickstart.yaml"};
-  {
-    std::istringstream words(tiny_overrides(dir + "/data", dir + "/killed"));
-    for (std::string w; words >> w;) args.push_back(w);
-  }
-  const pid_t pid = spawn_logged(args, dir + "/killed.log");
+  const pid_t pid = testing::spawn_lathe_logged(
+      "pretrain recipes/quickstart.yaml" + tiny_overrides(dir + "/data", dir + "/killed"), dir + "/killed.log");
   ASSERT_GT(pid, 0);
   testing::wait_for_file(dir + "/killed/checkpoints/step_00000020/DONE");
-  ASSERT_TRUE(kill_and_reap(pid)) << "the run finished before it could be killed";
+  ASSERT_TRUE(testing::kill_and_reap(pid)) << "the run finished before it could be killed";
   const size_t logged_before_kill = losses(dir + "/killed").size();
   EXPECT_LT(logged_before_kill, 150u);
 
@@ -152,11 +122,10 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   ASSERT_EQ(testing::prepare_world_data(dir, 300).first, 0);
   // The quickstart's 4.8M-parameter model: ~58 MB per checkpoint (weights, m, v), so a write takes a while.
   const std::string run_dir = dir + "/run", ckpts = run_dir + "/checkpoints";
-  std::vector<std::string> args = {bin(), "pretrain", "recipes/quickstart.yaml", "data.train=" + dir + "/data/world",
-                                   "data.val=" + dir + "/data/world", "run.dir=" + run_dir, "run.threads=1",
-                                   "data.batch_size=2", "data.seq_len=32", "schedule.steps=12", "schedule.warmup_steps=2",
-                                   "eval.every=0",
-                                   "checkpoint.every=1", "checkpoint.keep=2", "--no-samples"};
+  const std::string args = "pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +
+                           "/data/world run.dir=" + run_dir +
+                           " run.threads=1 data.batch_size=2 data.seq_len=32 schedule.steps=12 schedule.warmup_steps=2"
+                           " eval.every=0 checkpoint.every=1 checkpoint.keep=2 --no-samples";
   const auto temporary_exists = [&] {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(ckpts, ec))
@@ -166,13 +135,13 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   bool interrupted_a_write = false;
   for (int attempt = 0; attempt < 5 && !interrupted_a_write; ++attempt) {
     fs::remove_all(run_dir);
-    const pid_t pid = spawn_logged(args, dir + "/run.log");
+    const pid_t pid = testing::spawn_lathe_logged(args, dir + "/run.log");
     ASSERT_GT(pid, 0);
     // Wait for two complete checkpoints, then for the next write to start.
     testing::wait_for_file(ckpts + "/step_00000002/DONE");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!temporary_exists() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-    ASSERT_TRUE(kill_and_reap(pid)) << "the run ended before it could be killed";
+    ASSERT_TRUE(testing::kill_and_reap(pid)) << "the run ended before it could be killed";
     interrupted_a_write = temporary_exists();  // still there: the writer died inside the write
   }
   if (!interrupted_a_write) GTEST_SKIP() << "no write was caught in progress in 5 attempts";
@@ -187,9 +156,7 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   EXPECT_EQ(rc, 0) << out;
 
   // --resume continues from it to the end and leaves no temporary behind.
-  std::string cmd = "pretrain";
-  for (size_t i = 2; i < args.size(); ++i) cmd += " " + args[i];
-  std::tie(rc, out) = run(cmd + " --resume");
+  std::tie(rc, out) = run(args + " --resume");
   ASSERT_TRUE(rc == 0 || rc == 3) << out;  // 3: the short run misses the recipe's val-loss target
   EXPECT_NE(out.find("resumed from " + complete.back().string()), std::string::npos) << out;
   EXPECT_FALSE(temporary_exists());
@@ -197,7 +164,7 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
   EXPECT_EQ(out.find("recipe differs"), std::string::npos) << out;  // the same recipe: no warning
 
   // Continuing in another precision changes the trajectory: the resume says so (and goes on).
-  std::tie(rc, out) = run(cmd + " schedule.steps=13 run.precision=bf16 --resume");
+  std::tie(rc, out) = run(args + " schedule.steps=13 run.precision=bf16 --resume");
   ASSERT_TRUE(rc == 0 || rc == 3) << out;
   EXPECT_NE(out.find("recipe differs"), std::string::npos) << out;
 }
@@ -206,13 +173,8 @@ TEST(PretrainCli, SigkillDuringACheckpointWriteKeepsThePreviousOne) {
 TEST(PretrainCli, FullDiskGivesAClearErrorAndKeepsEarlierCheckpoints) {
   const std::string dir = testing::scratch_dir("pretrain_full_disk");
   const std::string disk = dir + "/disk";
-  fs::create_directories(disk);
-  if (std::system(("mount -t tmpfs -o size=3m tmpfs " + disk + " 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)";
-  struct Unmount {
-    std::string path;
-    ~Unmount() { std::system(("umount " + path).c_str()); }
-  } unmount{disk};
+  const testing::ScopedTmpfs tmpfs(disk, "3m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)";
   ASSERT_EQ(testing::prepare_world_data(dir, 300).first, 0);
   // ~1.1 MB per checkpoint: the third one does not fit.
   auto [rc, out] = run("pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +

@@ -26,8 +26,6 @@
 #include "lathe/io/test_paths.h"
 #include "lathe/train/test_metrics.h"
 
-extern char** environ;
-
 namespace lathe {
 namespace {
 
@@ -74,28 +72,6 @@ std::string printed_checkpoint(const std::string& out) {
   if (at == std::string::npos) return "";
   const size_t begin = at + 13;
   return out.substr(begin, out.find('\n', begin) - begin);
-}
-
-pid_t spawn_logged(const std::string& args, const std::string& log) {
-  const std::string cmd = "exec " + testing::lathe_bin() + " " + args + " > " + log + " 2>&1";
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  pid_t pid = 0;
-  return posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0 ? pid : -1;
-}
-
-// Waits (bounded) for pid to exit; its exit code, or -1 (killed / timed out, then SIGKILLed).
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool wait_for_losses(const std::string& run_dir, size_t n) {
@@ -202,7 +178,7 @@ TEST_F(RunFolder, PruningDeletesOnlyTheCurrentRunsCheckpoints) {
 // at once naming the folder and the holder's pid, and the first run's metrics are not truncated.
 TEST_F(RunFolder, ASecondProcessOnTheSameFolderIsLockedOut) {
   const std::string run = dir_ + "/locked";
-  const pid_t first = spawn_logged(tiny(data_, run, "schedule.steps=100000 checkpoint.every=0"), dir_ + "/first.log");
+  const pid_t first = testing::spawn_lathe_logged(tiny(data_, run, "schedule.steps=100000 checkpoint.every=0"), dir_ + "/first.log");
   ASSERT_GT(first, 0);
   ASSERT_TRUE(wait_for_losses(run, 3)) << read_all(dir_ + "/first.log");
   for (const char* how : {"", "--resume", "--overwrite"}) {
@@ -217,7 +193,7 @@ TEST_F(RunFolder, ASecondProcessOnTheSameFolderIsLockedOut) {
   }
   // SIGTERM: the first run checkpoints and exits; the folder is free again and --resume continues it.
   ASSERT_EQ(::kill(first, SIGTERM), 0);
-  EXPECT_EQ(wait_exit(first, std::chrono::seconds(60)), 130) << read_all(dir_ + "/first.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 130) << read_all(dir_ + "/first.log");
   const size_t trained = testing::loss_lines(run).size();
   const auto r = pretrain(run, "schedule.steps=" + std::to_string(trained + 2) + " checkpoint.every=0 --resume");
   ASSERT_EQ(r.first, 0) << r.second;
@@ -432,19 +408,14 @@ TEST_F(RunFolder, FailedMetricsWriteStopsTheRunAfterACheckpoint) {
 // stops within a few steps, the lines written before the disk filled are kept, and the error says why.
 TEST_F(RunFolder, FullDiskDuringTrainingStopsTheRunWithTheMetricsPath) {
   const std::string disk = dir_ + "/disk";
-  fs::create_directories(disk);
-  if (std::system(("mount -t tmpfs -o size=4m tmpfs " + disk + " 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)";
-  struct Unmount {
-    std::string path;
-    ~Unmount() { std::system(("umount " + path).c_str()); }
-  } unmount{disk};
+  const testing::ScopedTmpfs tmpfs(disk, "4m");
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN)";
   const std::string run = disk + "/run";
-  const pid_t pid = spawn_logged(tiny(data_, run, "schedule.steps=1000000 checkpoint.every=0 eval.every=0"), dir_ + "/full.log");
+  const pid_t pid = testing::spawn_lathe_logged(tiny(data_, run, "schedule.steps=1000000 checkpoint.every=0 eval.every=0"), dir_ + "/full.log");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(wait_for_losses(run, 5)) << read_all(dir_ + "/full.log");
   std::system(("dd if=/dev/zero of=" + disk + "/fill bs=64k 2>/dev/null").c_str());  // until ENOSPC
-  const int rc = wait_exit(pid, std::chrono::seconds(60));
+  const int rc = testing::wait_exit(pid, std::chrono::seconds(60));
   const std::string log = read_all(dir_ + "/full.log");
   EXPECT_EQ(rc, 1) << log;
   EXPECT_NE(log.find(run + "/metrics.jsonl: write failed: No space left on device"), std::string::npos) << log;

@@ -291,6 +291,8 @@ void apply_overrides(json& tree, const std::vector<std::string>& overrides) {
       const size_t dot = key.find('.', start);
       const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       LATHE_CHECK_ARG(!part.empty(), "override '", o, "': empty key part");
+      const std::string why = recipe_key_problem(part);
+      LATHE_CHECK_ARG(why.empty(), "override '", o.substr(0, 80), "': ", why);
       if (!node->is_object()) *node = json::object();
       node = &(*node)[part];
       if (dot == std::string::npos) break;

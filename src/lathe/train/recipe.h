@@ -87,6 +87,11 @@ TrainConfig parse_recipe(const std::string& yaml_text, const std::vector<std::st
 // YAML text -> JSON value (scalars typed as YAML 1.2 core: int, float, bool, null, else string). Only the
 // first document; aliases, repeated keys and non-string keys are FormatErrors naming the line (recipe_yaml.cc).
 nlohmann::json yaml_to_json(const std::string& yaml_text, const std::string& where);
+// Why `key` cannot be a recipe key ("" when it can): longer than kMaxRecipeKeyBytes (YAML allows at most
+// 1024 characters in a plain key, so a longer one would not survive the saved recipe.yaml) or holding a
+// control character.
+inline constexpr size_t kMaxRecipeKeyBytes = 256;
+std::string recipe_key_problem(const std::string& key);
 std::string json_to_yaml(const nlohmann::json& j);
 
 }  // namespace lathe::train

@@ -65,6 +65,22 @@ TEST(RecipeYaml, DuplicateKeysNameTheKeyAndBothLines) {
   EXPECT_NO_THROW(yaml_to_json("x: {a: 1}\ny: {a: 2}\n", "t"));
 }
 
+// A key that the saved recipe.yaml could not hold (YAML caps plain keys at 1024 characters; found by
+// recipe_fuzz) or that holds a control character is refused, in the YAML and in an override.
+TEST(RecipeYaml, OverlongOrControlCharacterKeysAreRefused) {
+  const std::string long_key(kMaxRecipeKeyBytes + 1, 'k');
+  EXPECT_THROW(yaml_to_json("model:\n  config:\n    " + long_key + ": 1\n", "r.yaml"), Error);
+  EXPECT_NO_THROW(yaml_to_json("model:\n  config:\n    " + long_key.substr(1) + ": 1\n", "r.yaml"));
+  try {
+    yaml_to_json("a: {\"b\\x1fc\": 1}\n", "r.yaml");
+    ADD_FAILURE() << "a key with a control character was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("control character"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(recipe_key_problem("optimizer").empty());
+  EXPECT_NE(recipe_key_problem(long_key).find(std::to_string(kMaxRecipeKeyBytes)), std::string::npos);
+}
+
 TEST(RecipeYaml, MalformedTextIsAFormatErrorWithTheLine) {
   for (const std::string bad : {"a: 99999999999999999999\n", "a: 1e999\n", "a: 1\nb: \"\xff\"\n", "[a]: 1\n",
                                 "a: 1\n---\nb: 2\n", "a: [1, 2\n", "a: \"\\ud800\"\n"}) {

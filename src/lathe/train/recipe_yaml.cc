@@ -68,6 +68,7 @@ class JsonBuilder : public YAML::EventHandler {
     // that are not UTF-8, which no JSON consumer of the recipe accepts.
     if (tokenizer::utf8_valid_prefix(value) != value.size()) fail(m, "the value is not valid UTF-8");
     if (expecting_key()) {
+      if (const std::string why = recipe_key_problem(value); !why.empty()) fail(m, why);
       Frame& f = stack_.back();
       if (f.value.contains(value))
         fail(m, str_cat("duplicate key '", value, "' (first at line ", f.key_lines.at(value), ")"));
@@ -165,6 +166,14 @@ void emit(YAML::Emitter& e, const json& j) {
 }
 
 }  // namespace
+
+std::string recipe_key_problem(const std::string& key) {
+  if (key.size() > kMaxRecipeKeyBytes)
+    return str_cat("a key is ", key.size(), " bytes long (at most ", kMaxRecipeKeyBytes, ")");
+  for (unsigned char c : key)
+    if (c < 0x20 || c == 0x7f) return str_cat("the key '", key.substr(0, 40), "' holds a control character");
+  return "";
+}
 
 json yaml_to_json(const std::string& yaml_text, const std::string& where) {
   const size_t valid = tokenizer::utf8_valid_prefix(yaml_text);
