@@ -330,5 +330,17 @@ TEST(CliFlags, VersionPrintsTheProjectVersion) {
   }
 }
 
+// Every write checks its result, standard output too: a full disk under `lathe ... > file` is an error
+// naming standard output, not a silently short file (the version line and a tokenize result).
+TEST(CliFlags, AFailedWriteToStandardOutputIsAnError) {
+  auto r = run_shell("{ timeout 60 " + testing::lathe_bin() + " --version > /dev/full; }");
+  EXPECT_TRUE(is_clean_error(r, "writing standard output failed")) << r.second;
+  const std::string dir = testing::scratch_dir("cli_flags_full_stdout");
+  ASSERT_EQ(run_lathe_bounded("data synth --out " + dir + " --documents 1").first, 0);
+  r = run_shell("{ echo '{\"text\": \"hi\"}' | timeout 60 " + testing::lathe_bin() + " tokenize " + dir +
+                "/tokenizer > /dev/full; }");
+  EXPECT_TRUE(is_clean_error(r, "No space left on device")) << r.second;
+}
+
 }  // namespace
 }  // namespace lathe

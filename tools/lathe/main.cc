@@ -1,4 +1,5 @@
 // lathe: one command-line tool for the whole life of a model. Each subcommand lives in cmd_<name>.cc.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -60,13 +61,9 @@ void usage() {
       std::to_string(lathe::kMaxThreadCount) + "]; 0 or unset: all cores). Docs: README.md, docs/cli.md.\n";
   std::fputs(s.c_str(), stderr);
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    usage();
-    return argc < 2 ? 2 : 0;
-  }
+// Runs the command named by argv[1]; its exit status.
+int run_command(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "--version" || cmd == "version") {
     std::fputs(version_line().c_str(), stdout);
@@ -93,4 +90,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lathe %s: error: %s\n", cmd.c_str(), e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const int rc = run_command(argc, argv);
+  // Every write checks its result, standard output too (std::cout shares stdout's buffer): a full disk or
+  // a closed pipe under `lathe tokenize > out.jsonl` is an error, not a silently short file.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "lathe %s: error: writing standard output failed: %s\n", argv[1], std::strerror(errno));
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }
