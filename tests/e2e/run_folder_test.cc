@@ -334,6 +334,8 @@ TEST_F(RunFolder, ARecipeInsideTheRunFolderIsNeverOverwritten) {
   EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
   r = testing::run_lathe_bounded(cmd + " --overwrite", 120);
   EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
+  r = testing::run_lathe_bounded(cmd + " --resume", 120);  // nothing to continue: a fresh start, refused too
+  EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
   EXPECT_EQ(read_all(run + "/recipe.yaml"), before);
   EXPECT_FALSE(fs::exists(run + "/checkpoints"));
 }

@@ -31,8 +31,9 @@ const CommandSpec& data_prepare_spec() {
       .brief = "text / JSONL -> llm.c-format token shards with a val split",
       .summary = "Tokenizes text files or JSONL into llm.c-format token shards DIR/NAME_{train,val}_NNNNNN.bin and\n"
                  "writes the manifest DIR/NAME.json (counts, shard list, tokenizer). Every document is written as\n"
-                 "<delimiter> + its tokens. An earlier preparation under the same name is replaced (its manifest and\n"
-                 "shards removed first); an output that would overwrite an input is an error.\n"
+                 "<delimiter> + its tokens. An earlier preparation under the same name is replaced only once the new\n"
+                 "one is complete, and only prepare's own outputs are; an output that would overwrite an input is an\n"
+                 "error.\n"
                  "INPUT: .jsonl/.json/.ndjson (one JSON object per line) or plain UTF-8 text files.\n",
       .options = {
           {"--tokenizer", "PATH", "tokenizer.json, or a folder holding one (a model folder works); required"},

@@ -228,17 +228,16 @@ bool is_own_output(const std::string& file, const std::string& name, long* pid =
   return match(file, false) || (!file.empty() && file[0] == '.' && match(std::string_view(file).substr(1), true));
 }
 
-// The files prepare reads and must never write over, remove or replace: the inputs, and the tokenizer
-// (the file, or every file of its folder).
+// The files prepare reads and must never write over, remove or replace: the inputs, and the tokenizer's
+// files (tokenizer.json, of any name when given as a file, and the two files Tokenizer::load reads beside
+// it). An earlier preparation in the tokenizer's folder is not protected: it is prepare's own output.
 std::vector<std::string> protected_files(const PrepareOptions& opts) {
   std::vector<std::string> out = opts.inputs;
   std::error_code ec;
-  if (fs::is_directory(opts.tokenizer, ec)) {
-    for (const auto& e : fs::directory_iterator(opts.tokenizer, ec))
-      if (e.is_regular_file(ec)) out.push_back(e.path().string());
-  } else {
-    out.push_back(opts.tokenizer);
-  }
+  const bool is_dir = fs::is_directory(opts.tokenizer, ec);
+  const fs::path dir = is_dir ? fs::path(opts.tokenizer) : fs::path(opts.tokenizer).parent_path();
+  out.push_back(is_dir ? (dir / "tokenizer.json").string() : opts.tokenizer);
+  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"}) out.push_back((dir / f).string());
   return out;
 }
 
@@ -309,6 +308,10 @@ void commit_preparation(const PrepareOptions& opts, const fs::path& manifest, co
     }
   };
   size_t renamed = 0;
+  // The earlier manifest, kept in memory: put back when the commit fails before any earlier shard was
+  // removed or replaced, so a failed swap leaves the earlier preparation usable.
+  std::string earlier_manifest;
+  bool earlier_shards_touched = false;
   try {
     std::error_code ec;
     const auto remove = [&](const fs::path& p) {
@@ -316,18 +319,29 @@ void commit_preparation(const PrepareOptions& opts, const fs::path& manifest, co
         throw IoError(str_cat("data prepare: cannot remove the earlier output ", p.string(), ": ", ec.message()));
     };
     for (const auto& p : stale)
-      if (p.filename() == manifest.filename()) remove(p);
+      if (p.filename() == manifest.filename()) {
+        earlier_manifest = read_file(p.string());
+        remove(p);
+      }
     sync_folder();
     for (const auto& p : stale) {
       const std::string file = p.filename().string();
       long pid = -1;
       is_own_output(file, opts.name, &pid);
-      if (file == manifest.filename().string() || (pid >= 0 && pid != ::getpid() && process_alive(pid))) continue;
+      // This run's own temporaries (a dead run with the same pid, e.g. PID 1 in a container, left
+      // temporaries of the same names, which this run has since written over) are renamed below.
+      const bool ours = std::any_of(renames.begin(), renames.end(), [&](const Rename& r) { return r.temporary == p; });
+      const bool live = pid >= 0 && pid != ::getpid() && pid != 1 && process_alive(pid);
+      if (file == manifest.filename().string() || ours || live) continue;
       const bool replaced = std::any_of(renames.begin(), renames.end(),
                                         [&](const Rename& r) { return r.final.filename() == p.filename(); });
-      if (!replaced) remove(p);
+      if (!replaced) {
+        earlier_shards_touched = earlier_shards_touched || !is_temporary(p);
+        remove(p);
+      }
     }
     for (; renamed < renames.size(); ++renamed) {
+      earlier_shards_touched = earlier_shards_touched || fs::exists(renames[renamed].final, ec);
       fs::rename(renames[renamed].temporary, renames[renamed].final, ec);
       if (ec)
         throw IoError(str_cat("data prepare: cannot rename ", renames[renamed].temporary.string(), " to ",
@@ -337,6 +351,14 @@ void commit_preparation(const PrepareOptions& opts, const fs::path& manifest, co
   } catch (...) {
     std::error_code ec;
     for (size_t i = renamed; i < renames.size(); ++i) fs::remove(renames[i].temporary, ec);
+    if (!earlier_manifest.empty() && !earlier_shards_touched) {
+      for (size_t i = 0; i < renamed; ++i) fs::remove(renames[i].final, ec);  // new shards under new names
+      try {
+        write_file_atomic(manifest.string(), earlier_manifest);
+      } catch (const IoError&) {
+        // Cannot even restore it: the error being raised already names the folder.
+      }
+    }
     throw;
   }
 }

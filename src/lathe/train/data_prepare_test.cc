@@ -19,6 +19,11 @@
 namespace lathe::train {
 namespace {
 
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 // The quickstart's byte-level tokenizer: 256 byte tokens, <|endoftext|> = 256 is BOS (the delimiter).
 std::string write_byte_tokenizer(const std::string& dir) {
   write_byte_level_tokenizer(dir);
@@ -142,6 +147,40 @@ TEST(DataPrepare, ReplacesAnEarlierPreparationOnlyWhenItSucceeds) {
   const PrepareSummary small = prepare_data(second, pool);
   EXPECT_EQ(listing().size(), small.train_shards.size() + small.val_shards.size() + 1);
   EXPECT_EQ(find_shards(dir + "/out/data", "train").size(), small.train_shards.size());
+}
+
+// A run killed part-way left temporaries named with a pid that the next run has too (PID 1 in a container
+// every time): the next run writes over them and commits, instead of deleting its own new shards.
+TEST(DataPrepare, TemporariesOfADeadRunWithThisPidAreWrittenOverNotDeleted) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::scratch_dir("prepare_same_pid");
+  write_byte_tokenizer(dir);
+  std::ofstream(dir + "/a.txt") << "one document\nanother document\n";
+  ThreadPool pool(2);
+  const PrepareOptions opts{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir + "/out"};
+  prepare_data(opts, pool);
+  const std::string pid = std::to_string(::getpid());
+  std::ofstream(dir + "/out/.data_train_000000.bin.tmp." + pid) << "junk of a killed run";
+  std::ofstream(dir + "/out/.data_val_000000.bin.tmp." + pid) << "junk";
+  const PrepareSummary again = prepare_data(opts, pool);
+  EXPECT_EQ(find_shards(dir + "/out/data", "train").size(), again.train_shards.size());
+  for (const auto& e : fs::directory_iterator(dir + "/out"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+// The tokenizer's folder as --out: a second preparation there replaces the first (its manifest and shards
+// are prepare's own outputs, not tokenizer files), and the tokenizer files are never touched.
+TEST(DataPrepare, ReplacesAnEarlierPreparationInTheTokenizersFolder) {
+  const std::string dir = testing::scratch_dir("prepare_in_tokenizer_dir");
+  write_byte_tokenizer(dir);
+  std::ofstream(dir + "/a.txt") << "one document\nanother document\n";
+  ThreadPool pool(2);
+  const PrepareOptions opts{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir};
+  prepare_data(opts, pool);
+  const std::string tokenizer = read_all(dir + "/tokenizer.json");
+  EXPECT_NO_THROW(prepare_data(opts, pool));
+  EXPECT_EQ(read_all(dir + "/tokenizer.json"), tokenizer);
+  EXPECT_FALSE(find_shards(dir + "/data", "train").empty());
 }
 
 // A failed manifest write is part of the preparation: its shards go with it (no shards without a manifest

@@ -207,7 +207,9 @@ TrainResult Trainer::run(StartMode mode) {
     // The run writes run.dir/recipe.yaml (the resolved recipe): never over the recipe it was started with,
     // unless it continues the run that saved it.
     std::error_code ec;
-    LATHE_CHECK_ARG(mode == StartMode::kResume || cfg_.recipe_path.empty() ||
+    const bool continues_a_run =
+        mode == StartMode::kResume && !checkpoint_folders(fs::path(cfg_.run_dir) / "checkpoints").empty();
+    LATHE_CHECK_ARG(continues_a_run || cfg_.recipe_path.empty() ||
                         !fs::equivalent(cfg_.recipe_path, fs::path(cfg_.run_dir) / "recipe.yaml", ec),
                     "the recipe ", cfg_.recipe_path, " is run.dir's recipe.yaml, which the run writes (the resolved ",
                     "recipe): copy it elsewhere, or choose another run.dir");
