@@ -21,7 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
 // What every checkpoint must hold, whatever state.json lists.
 constexpr const char* kRequiredFiles[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
 
@@ -123,14 +122,12 @@ std::vector<std::pair<std::string, std::string>> checkpoint_companion_files(cons
   std::vector<std::pair<std::string, std::string>> files;
   std::optional<tokenizer::SpecialTokens> special;
   if (!tokenizer.empty()) {
-    const bool is_dir = fs::is_directory(tokenizer);
-    const fs::path dir = is_dir ? fs::path(tokenizer) : fs::path(tokenizer).parent_path();
+    tokenizer::TokenizerFiles t = tokenizer::read_tokenizer_files(tokenizer);
     // Saved as tokenizer.json whatever its source is called: that is the name loaders look for.
-    files.push_back({"tokenizer.json", read_file((is_dir ? dir / "tokenizer.json" : fs::path(tokenizer)).string())});
-    for (const char* name : kTokenizerFiles)
-      if (std::string(name) != "tokenizer.json" && fs::exists(dir / name))
-        files.push_back({name, read_file((dir / name).string())});
-    special = tokenizer::Tokenizer::load(tokenizer).special_tokens();
+    files.push_back({"tokenizer.json", t.tokenizer_json});
+    if (!t.config_json.empty()) files.push_back({"tokenizer_config.json", t.config_json});
+    if (!t.special_map_json.empty()) files.push_back({"special_tokens_map.json", t.special_map_json});
+    special = tokenizer::Tokenizer::from_files(std::move(t)).special_tokens();
   }
   json g = {{"_from_model_config", true}};
   if (cfg.bos_token_id >= 0) g["bos_token_id"] = cfg.bos_token_id;

@@ -233,11 +233,8 @@ bool is_own_output(const std::string& file, const std::string& name, long* pid =
 // it). An earlier preparation in the tokenizer's folder is not protected: it is prepare's own output.
 std::vector<std::string> protected_files(const PrepareOptions& opts) {
   std::vector<std::string> out = opts.inputs;
-  std::error_code ec;
-  const bool is_dir = fs::is_directory(opts.tokenizer, ec);
-  const fs::path dir = is_dir ? fs::path(opts.tokenizer) : fs::path(opts.tokenizer).parent_path();
-  out.push_back(is_dir ? (dir / "tokenizer.json").string() : opts.tokenizer);
-  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"}) out.push_back((dir / f).string());
+  const tokenizer::TokenizerPaths t = tokenizer::tokenizer_paths(opts.tokenizer);
+  out.insert(out.end(), {t.tokenizer_json, t.config_json, t.special_map_json});
   return out;
 }
 

@@ -164,28 +164,32 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::load(const std::string& path) {
+TokenizerPaths tokenizer_paths(const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path dir = p;
-  if (fs::is_directory(p)) {
-    p = p / "tokenizer.json";
-  } else {
-    dir = p.parent_path();
-  }
-  if (!fs::exists(fs::symlink_status(p))) throw IoError(str_cat("no tokenizer.json at ", p.string()));
-  // read_file refuses a FIFO, folder or device in place of any of the three files, naming it.
-  auto optional_file = [&](const char* name) {
-    const fs::path f = dir / name;
-    return fs::exists(fs::symlink_status(f)) ? read_file(f.string()) : std::string();
-  };
-  return from_files({.tokenizer_json = read_file(p.string()),
-                     .tokenizer_json_name = p.string(),
-                     .config_json = optional_file("tokenizer_config.json"),
-                     .config_json_name = (dir / "tokenizer_config.json").string(),
-                     .special_map_json = optional_file("special_tokens_map.json"),
-                     .special_map_json_name = (dir / "special_tokens_map.json").string()});
+  const bool is_dir = fs::is_directory(path);
+  const fs::path dir = is_dir ? fs::path(path) : fs::path(path).parent_path();
+  return {.tokenizer_json = is_dir ? (dir / "tokenizer.json").string() : path,
+          .config_json = (dir / "tokenizer_config.json").string(),
+          .special_map_json = (dir / "special_tokens_map.json").string()};
 }
+
+TokenizerFiles read_tokenizer_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const TokenizerPaths p = tokenizer_paths(path);
+  if (!fs::exists(fs::symlink_status(p.tokenizer_json))) throw IoError(str_cat("no tokenizer.json at ", p.tokenizer_json));
+  // read_file refuses a FIFO, folder or device in place of any of the three files, naming it.
+  auto optional_file = [](const std::string& f) {
+    return fs::exists(fs::symlink_status(f)) ? read_file(f) : std::string();
+  };
+  return {.tokenizer_json = read_file(p.tokenizer_json),
+          .tokenizer_json_name = p.tokenizer_json,
+          .config_json = optional_file(p.config_json),
+          .config_json_name = p.config_json,
+          .special_map_json = optional_file(p.special_map_json),
+          .special_map_json_name = p.special_map_json};
+}
+
+Tokenizer Tokenizer::load(const std::string& path) { return from_files(read_tokenizer_files(path)); }
 
 Tokenizer Tokenizer::from_json(std::string tokenizer_json, std::string config_json, std::string special_map_json) {
   return from_files({.tokenizer_json = std::move(tokenizer_json),

@@ -37,6 +37,16 @@ struct TokenizerFiles {
   std::string special_map_json_name = "special_tokens_map.json";
 };
 
+// The files a tokenizer is read from: `path` (a tokenizer.json of any name, or a folder: its
+// tokenizer.json) and the tokenizer_config.json / special_tokens_map.json beside it (either may be absent).
+struct TokenizerPaths {
+  std::string tokenizer_json, config_json, special_map_json;
+};
+TokenizerPaths tokenizer_paths(const std::string& path);
+// Reads them, with their paths as names (the optional two as "" when absent). Throws IoError when there
+// is no tokenizer.json, and, like every reader, for a FIFO, folder or device in place of any of them.
+TokenizerFiles read_tokenizer_files(const std::string& path);
+
 class Tokenizer {
  public:
   // `path` is a tokenizer.json file or a directory holding one. Throws IoError / FormatError /
