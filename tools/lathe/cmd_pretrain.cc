@@ -86,9 +86,8 @@ int cmd_pretrain(int argc, char** argv) {
                                 : a.has("--overwrite") ? train::StartMode::kOverwrite
                                                        : train::StartMode::kFresh;
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
-  // The samples at the end need the tokenizer the data manifest records: check it now, not after training.
+  // The tokenizer the samples decode with is checked by the trainer before its first step.
   const bool samples = !a.has("--no-samples") && !cfg.sample_prompts.empty();
-  if (samples) train::manifest_tokenizer(cfg.train_data);
 
   Progress progress(5.0);
   double last_val = -1;

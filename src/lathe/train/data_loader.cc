@@ -195,17 +195,16 @@ nlohmann::json read_manifest(const std::string& data) {
   return m;
 }
 
-std::string manifest_tokenizer(const std::string& data) {
-  const nlohmann::json m = read_manifest(data);
+std::string manifest_tokenizer(const nlohmann::json& m) {
   if (!m.is_object() || !m.contains("tokenizer")) return "";
   const std::string tok = m["tokenizer"].get<std::string>();
   std::error_code ec;
   if (!fs::exists(tok, ec))
     throw IoError(str_cat(
         m["path"].get<std::string>(), ": the tokenizer recorded as ", m["tokenizer_as_recorded"].get<std::string>(),
-        " (looked for at ", tok, ") does not exist, and the samples need it",
+        " (looked for at ", tok, ") does not exist; checkpoints carry a copy of it and the samples decode with it",
         m.contains("format") ? "" : " (manifests before format 2 record it relative to the folder `data prepare` ran in)",
-        "; re-run `lathe data prepare`, or skip the samples with --no-samples"));
+        "; re-run `lathe data prepare`"));
   return tok;
 }
 

@@ -64,10 +64,10 @@ std::optional<std::string> find_manifest(const std::string& data);
 // "shard_tokens" counts >= 0, paths strings; so callers may read them typed (get<int32_t>()).
 nlohmann::json read_manifest(const std::string& data);
 
-// The tokenizer the manifest of `data` records, resolved; "" when there is no manifest or it records
-// none. Throws IoError naming the manifest and the path when the tokenizer is not there (pretrain checks
-// this before training when samples need it, not after).
-std::string manifest_tokenizer(const std::string& data);
+// The tokenizer a manifest (read_manifest's result) records, resolved; "" when there is no manifest or it
+// records none. Throws IoError naming the manifest and the path when the tokenizer is not there (the
+// trainer checks this before the first step: checkpoints carry a copy and the samples decode with it).
+std::string manifest_tokenizer(const nlohmann::json& manifest);
 
 // The token shards of one split ("train" or "val") of `data`, a folder or name prefix: the ones its
 // manifest lists, each checked to exist with the recorded token count and width (IoError / FormatError

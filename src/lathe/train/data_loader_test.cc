@@ -147,7 +147,7 @@ TEST(DataLoader, ShardsComeFromTheManifestWithPathsRelativeToIt) {
   EXPECT_EQ(find_shards(dir + "/data", "train").size(), 2u);  // the folder's one manifest
   const nlohmann::json m = read_manifest(dir + "/data/d");
   EXPECT_EQ(fs::path(m["tokenizer"].get<std::string>()), fs::weakly_canonical(dir + "/tok"));
-  EXPECT_EQ(manifest_tokenizer(dir + "/data/d"), m["tokenizer"].get<std::string>());
+  EXPECT_EQ(manifest_tokenizer(read_manifest(dir + "/data/d")), m["tokenizer"].get<std::string>());
   EXPECT_THROW(find_shards(dir + "/data/d", "val"), IoError);  // listed none
 
   // A listed shard whose token count differs from the record, then one that is missing.
@@ -167,7 +167,7 @@ TEST(DataLoader, ShardsComeFromTheManifestWithPathsRelativeToIt) {
   EXPECT_THROW(find_shards(dir + "/data", "train"), InvalidArgument);
   // The recorded tokenizer is gone.
   std::filesystem::remove_all(dir + "/tok");
-  EXPECT_THROW(manifest_tokenizer(dir + "/data/d"), IoError);
+  EXPECT_THROW(manifest_tokenizer(read_manifest(dir + "/data/d")), IoError);
 }
 
 // Every number and string the manifest records is checked for type and range when it is read, naming the

@@ -283,14 +283,7 @@ TrainResult Trainer::run(StartMode mode) {
   // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json, read once.
   SaveCheckpointOptions ckpt_opts;
   on_lead(comm, "checkpoint files", [&] {
-    std::string tokenizer;
-    if (manifest.is_object() && manifest.contains("tokenizer") && manifest["tokenizer"].is_string()) {
-      tokenizer = manifest["tokenizer"].get<std::string>();
-      LATHE_CHECK_ARG(!tokenizer.empty() && fs::exists(tokenizer), "the manifest of ", cfg_.train_data,
-                      " names the tokenizer '", tokenizer,
-                      "', which does not exist: checkpoints could not carry it and the samples could not be decoded");
-    }
-    ckpt_opts.companion_files = checkpoint_companion_files(model.config(), tokenizer);
+    ckpt_opts.companion_files = checkpoint_companion_files(model.config(), manifest_tokenizer(manifest));
   });
   int32_t delimiter = -1;  // document masking needs the token that opens each document
   if (cfg_.document_masking) {
@@ -416,6 +409,7 @@ TrainResult Trainer::run(StartMode mode) {
   };
   // A failed metrics write ends the run: after a last checkpoint (when a step was trained since the
   // start), so the run can be resumed once the disk has room; the error names the file and errno text.
+  const auto metrics_problem = [&] { return metrics_error.empty() ? "metrics write failed on rank 0" : metrics_error; };
   const auto metrics_stop = [&](int64_t step) {
     std::string note = "no step trained since the start: no checkpoint written";
     if (step > start_step) {
@@ -425,7 +419,7 @@ TrainResult Trainer::run(StartMode mode) {
         note = e.what();
       }
     }
-    return IoError(str_cat(metrics_error.empty() ? "metrics write failed on rank 0" : metrics_error,
+    return IoError(str_cat(metrics_problem(),
                            "; training stopped at step ", step, " (", note, ")"));
   };
   if (metrics_failed()) throw metrics_stop(state.step);
@@ -515,7 +509,7 @@ TrainResult Trainer::run(StartMode mode) {
     if (metrics_failed()) throw metrics_stop(step);
     result.last_checkpoint = checkpoint(step);
     if (metrics_failed())  // the metrics could not be synced with the checkpoint
-      throw IoError(str_cat(metrics_error.empty() ? "metrics write failed on rank 0" : metrics_error,
+      throw IoError(str_cat(metrics_problem(),
                             "; training finished at step ", step, " (checkpoint ", result.last_checkpoint, " written)"));
   }
   return result;
