@@ -190,7 +190,7 @@ double Args::number(const std::string& opt, double fallback, const Range& range)
 
 int Args::threads() const {
   const int64_t n = integer("--threads", 0, 0, kMaxThreadCount);
-  return n > 0 ? static_cast<int>(n) : default_thread_count();
+  return resolve_thread_count(static_cast<int>(n));
 }
 
 std::vector<int32_t> parse_id_list(const std::string& s) {

@@ -141,7 +141,7 @@ int cmd_pretrain(int argc, char** argv) {
     if (tok_path.empty()) {
       std::printf("samples: skipped (no tokenizer recorded next to the training shards)\n");
     } else {
-      Context ctx(cfg.threads > 0 ? cfg.threads : default_thread_count());  // run.threads, as training
+      Context ctx(resolve_thread_count(cfg.threads));  // run.threads, as training
       ContextScope scope(ctx);
       const auto tok = tokenizer::Tokenizer::load(tok_path);
       auto model = Model::load(res.last_checkpoint);

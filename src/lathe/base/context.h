@@ -24,6 +24,8 @@ Context& current_context();
 // LATHE_NUM_THREADS when set and not empty, else 0 (a ThreadPool's "all hardware threads"). Throws
 // InvalidArgument naming the variable unless it is an integer in [0, kMaxThreadCount].
 int default_thread_count();
+// The thread count a caller asked for (--threads, run.threads): itself when > 0, else default_thread_count().
+inline int resolve_thread_count(int requested) { return requested > 0 ? requested : default_thread_count(); }
 
 // The innermost live ContextScope's context, or nullptr (the thread uses the process default). A
 // ThreadPool hands this to its helper threads for the length of a job, so work a job does on a helper

@@ -187,7 +187,7 @@ TrainResult Trainer::run(StartMode mode) {
   const bool lead = rank == 0;  // writes the run folder, metrics and checkpoints
   LATHE_CHECK_ARG(cfg_.batch_size % world == 0, "data.batch_size ", cfg_.batch_size, " must be a multiple of the ",
                   world, " ranks (every rank trains on the same number of sequences)");
-  int threads = cfg_.threads > 0 ? cfg_.threads : default_thread_count();  // 0: all cores
+  int threads = resolve_thread_count(cfg_.threads);  // 0: all cores
   if (threads == 0 && comm.local_size() > 1)  // share the machine's cores between its ranks
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm.local_size());
   const auto say = [&](const std::string& m) {
