@@ -19,11 +19,6 @@
 namespace lathe::train {
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // The quickstart's byte-level tokenizer: 256 byte tokens, <|endoftext|> = 256 is BOS (the delimiter).
 std::string write_byte_tokenizer(const std::string& dir) {
   write_byte_level_tokenizer(dir);
@@ -149,13 +144,19 @@ TEST(DataPrepare, ReplacesAnEarlierPreparationOnlyWhenItSucceeds) {
   EXPECT_EQ(find_shards(dir + "/out/data", "train").size(), small.train_shards.size());
 }
 
+// A scratch folder holding the byte tokenizer and a.txt, two one-line documents.
+std::string two_documents_with_tokenizer(const std::string& name) {
+  const std::string dir = testing::scratch_dir(name);
+  write_byte_tokenizer(dir);
+  std::ofstream(dir + "/a.txt") << "one document\nanother document\n";
+  return dir;
+}
+
 // A run killed part-way left temporaries named with a pid that the next run has too (PID 1 in a container
 // every time): the next run writes over them and commits, instead of deleting its own new shards.
 TEST(DataPrepare, TemporariesOfADeadRunWithThisPidAreWrittenOverNotDeleted) {
   namespace fs = std::filesystem;
-  const std::string dir = testing::scratch_dir("prepare_same_pid");
-  write_byte_tokenizer(dir);
-  std::ofstream(dir + "/a.txt") << "one document\nanother document\n";
+  const std::string dir = two_documents_with_tokenizer("prepare_same_pid");
   ThreadPool pool(2);
   const PrepareOptions opts{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir + "/out"};
   prepare_data(opts, pool);
@@ -171,15 +172,13 @@ TEST(DataPrepare, TemporariesOfADeadRunWithThisPidAreWrittenOverNotDeleted) {
 // The tokenizer's folder as --out: a second preparation there replaces the first (its manifest and shards
 // are prepare's own outputs, not tokenizer files), and the tokenizer files are never touched.
 TEST(DataPrepare, ReplacesAnEarlierPreparationInTheTokenizersFolder) {
-  const std::string dir = testing::scratch_dir("prepare_in_tokenizer_dir");
-  write_byte_tokenizer(dir);
-  std::ofstream(dir + "/a.txt") << "one document\nanother document\n";
+  const std::string dir = two_documents_with_tokenizer("prepare_in_tokenizer_dir");
   ThreadPool pool(2);
   const PrepareOptions opts{.inputs = {dir + "/a.txt"}, .tokenizer = dir, .out_dir = dir};
   prepare_data(opts, pool);
-  const std::string tokenizer = read_all(dir + "/tokenizer.json");
+  const std::string tokenizer = read_file(dir + "/tokenizer.json");
   EXPECT_NO_THROW(prepare_data(opts, pool));
-  EXPECT_EQ(read_all(dir + "/tokenizer.json"), tokenizer);
+  EXPECT_EQ(read_file(dir + "/tokenizer.json"), tokenizer);
   EXPECT_FALSE(find_shards(dir + "/data", "train").empty());
 }
 
