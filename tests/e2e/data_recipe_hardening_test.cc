@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/test_paths.h"
 
 namespace lathe {
@@ -23,13 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::is_clean_error;
 using testing::run_lathe_bounded;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -65,17 +59,17 @@ TEST(DataRecipeHardening, PrepareRefusesToWriteTheManifestOverItsInput) {
   const std::string dir = testing::scratch_dir("harden_overwrite");
   const std::string w = world(dir);
   fs::copy_file(w + "/world.jsonl", dir + "/data.json");
-  const std::string before = read_bytes(dir + "/data.json");
+  const std::string before = read_file(dir + "/data.json");
   // Row 1: the default --name is "data", so the manifest would be ./data.json, the input.
   const auto r = run_in(dir, "data prepare data.json --tokenizer w/tokenizer --out .");
   EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
   EXPECT_NE(r.second.find("would overwrite the input"), std::string::npos) << r.second;
-  EXPECT_EQ(read_bytes(dir + "/data.json"), before);
+  EXPECT_EQ(read_file(dir + "/data.json"), before);
   // The same file reached through another spelling of the folder.
   const auto r2 = run_in(dir, "data prepare ./data.json --tokenizer w/tokenizer --out ../" +
                                   fs::path(dir).filename().string());
   EXPECT_TRUE(is_clean_error(r2, "data.json")) << r2.second;
-  EXPECT_EQ(read_bytes(dir + "/data.json"), before);
+  EXPECT_EQ(read_file(dir + "/data.json"), before);
   EXPECT_FALSE(fs::exists(dir + "/data_train_000000.bin"));  // failed before writing anything
 }
 
@@ -86,21 +80,21 @@ TEST(DataRecipeHardening, PrepareRefusesEveryOtherOutputThatIsAnInput) {
   write_bytes(dir + "/c_train_000000.bin", "one document\nanother one\n");
   auto r = run_in(dir, "data prepare c_train_000000.bin --tokenizer w/tokenizer --out . --name c");
   EXPECT_TRUE(is_clean_error(r, "c_train_000000.bin")) << r.second;
-  EXPECT_EQ(read_bytes(dir + "/c_train_000000.bin"), "one document\nanother one\n");
+  EXPECT_EQ(read_file(dir + "/c_train_000000.bin"), "one document\nanother one\n");
 
   // The tokenizer is an input too: --out its folder with --name tokenizer would replace tokenizer.json.
-  const std::string tok_before = read_bytes(w + "/tokenizer/tokenizer.json");
+  const std::string tok_before = read_file(w + "/tokenizer/tokenizer.json");
   r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out w/tokenizer --name tokenizer");
   EXPECT_TRUE(is_clean_error(r, "tokenizer.json")) << r.second;
-  EXPECT_EQ(read_bytes(w + "/tokenizer/tokenizer.json"), tok_before);
+  EXPECT_EQ(read_file(w + "/tokenizer/tokenizer.json"), tok_before);
 
   // An output name that is a link to the input.
   fs::create_directories(dir + "/out");
   fs::create_symlink(dir + "/w/world.jsonl", dir + "/out/data.json");
-  const std::string corpus = read_bytes(w + "/world.jsonl");
+  const std::string corpus = read_file(w + "/world.jsonl");
   r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out out");
   EXPECT_TRUE(is_clean_error(r, "world.jsonl")) << r.second;
-  EXPECT_EQ(read_bytes(w + "/world.jsonl"), corpus);
+  EXPECT_EQ(read_file(w + "/world.jsonl"), corpus);
   EXPECT_TRUE(fs::is_symlink(dir + "/out/data.json"));
 }
 
@@ -115,7 +109,7 @@ TEST(DataRecipeHardening, PrepareRefusesToReplaceFilesItDidNotWrite) {
   auto r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
   EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
   EXPECT_NE(r.second.find("--name"), std::string::npos) << r.second;
-  EXPECT_EQ(read_bytes(dir + "/data.json"), settings);
+  EXPECT_EQ(read_file(dir + "/data.json"), settings);
   EXPECT_FALSE(fs::exists(dir + "/data_train_000000.bin"));  // refused before writing anything
   // Other members of the class: a JSON array, invalid JSON, a folder under the manifest's name.
   for (const std::string& other : {std::string("[1, 2]"), std::string("not json {")}) {
@@ -123,7 +117,7 @@ TEST(DataRecipeHardening, PrepareRefusesToReplaceFilesItDidNotWrite) {
     write_bytes(dir + "/data.json", other);
     r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out .");
     EXPECT_TRUE(is_clean_error(r, "data.json")) << r.second;
-    EXPECT_EQ(read_bytes(dir + "/data.json"), other);
+    EXPECT_EQ(read_file(dir + "/data.json"), other);
   }
   fs::create_directories(dir + "/f/x.json/inside");
   r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out f --name x");
@@ -135,12 +129,12 @@ TEST(DataRecipeHardening, PrepareRefusesToReplaceFilesItDidNotWrite) {
   write_bytes(dir + "/llm/x_train_000000.bin", "another tool's shard");
   r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name x");
   EXPECT_TRUE(is_clean_error(r, "x_train_000000.bin")) << r.second;
-  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+  EXPECT_EQ(read_file(dir + "/llm/x_train_000000.bin"), "another tool's shard");
   EXPECT_FALSE(fs::exists(dir + "/llm/x.json"));
   // Another name works beside them.
   r = run_in(dir, "data prepare w/world.jsonl --tokenizer w/tokenizer --out llm --name y");
   EXPECT_EQ(r.first, 0) << r.second;
-  EXPECT_EQ(read_bytes(dir + "/llm/x_train_000000.bin"), "another tool's shard");
+  EXPECT_EQ(read_file(dir + "/llm/x_train_000000.bin"), "another tool's shard");
 }
 
 // --- row 17: --name is a file name; plain text must be UTF-8 -------------------------------------------
@@ -212,7 +206,7 @@ TEST(DataRecipeHardening, PrepareReplacesStaleShardsAndPretrainReadsTheManifest)
 
   // A listed shard with another token count than recorded.
   const std::string shard0 = dir + "/d/" + manifest["train"]["shards"][0].get<std::string>();
-  const std::string saved = read_bytes(shard0);
+  const std::string saved = read_file(shard0);
   fs::copy_file(dir + "/d/" + manifest["val"]["shards"][0].get<std::string>(), shard0,
                 fs::copy_options::overwrite_existing);
   r = run_in(dir, "pretrain " + tiny("d/c", "runs/b") + " --no-samples");
@@ -235,7 +229,7 @@ TEST(DataRecipeHardening, PrepareReplacesStaleShardsAndPretrainReadsTheManifest)
 // Every file of a folder, by name, with its bytes.
 std::map<std::string, std::string> folder_bytes(const std::string& dir) {
   std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read_bytes(e.path().string());
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename().string()] = read_file(e.path().string());
   return out;
 }
 
@@ -378,7 +372,7 @@ TEST(DataRecipeHardening, BillionLaughsRecipeFailsFast) {
 
 TEST(DataRecipeHardening, DuplicateRecipeKeysNameTheKeyAndLine) {
   const std::string dir = testing::scratch_dir("harden_dup");
-  const std::string recipe = read_bytes(quickstart());
+  const std::string recipe = read_file(quickstart());
   // A repeated top-level section, and a repeated key inside one.
   write_bytes(dir + "/dup.yaml", recipe + "\noptimizer:\n  lr: 1.0\n");
   auto r = run_lathe_bounded("pretrain " + dir + "/dup.yaml", 30);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/train/test_metrics.h"
 
@@ -43,11 +44,6 @@ std::string tiny(const std::string& data, const std::string& run_dir, const std:
          extra;
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // The names in a run's checkpoints/ folder, sorted.
 std::vector<std::string> checkpoint_names(const std::string& run_dir) {
   std::vector<std::string> out;
@@ -62,7 +58,7 @@ std::map<std::string, std::string> snapshot(const std::string& run_dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(run_dir))
     if (e.is_regular_file() && e.path().filename() != "lock")
-      out[fs::relative(e.path(), run_dir).string()] = read_all(e.path().string());
+      out[fs::relative(e.path(), run_dir).string()] = read_file(e.path().string());
   return out;
 }
 
@@ -118,7 +114,7 @@ TEST_F(RunFolder, FreshStartInAUsedFolderIsRefusedAndOverwriteStartsOver) {
   std::ofstream(early + "/metrics.jsonl") << "{\"event\":\"start\"}\n{\"step\":1,\"loss\":5.0}\n";
   r = pretrain(early, "schedule.steps=2");
   EXPECT_TRUE(is_clean_error(r, "metrics.jsonl (2 lines)")) << r.second;
-  EXPECT_EQ(read_all(early + "/metrics.jsonl"), "{\"event\":\"start\"}\n{\"step\":1,\"loss\":5.0}\n");
+  EXPECT_EQ(read_file(early + "/metrics.jsonl"), "{\"event\":\"start\"}\n{\"step\":1,\"loss\":5.0}\n");
 
   // --resume and --overwrite together make no sense.
   r = pretrain(run, "--resume --overwrite");
@@ -134,14 +130,14 @@ TEST_F(RunFolder, FreshStartInAUsedFolderIsRefusedAndOverwriteStartsOver) {
   const std::string printed = printed_checkpoint(r.second);
   EXPECT_EQ(printed, run + "/checkpoints/step_00000002") << r.second;
   EXPECT_TRUE(fs::exists(printed + "/DONE"));
-  EXPECT_EQ(read_all(run + "/notes.txt"), "mine") << "--overwrite removed a file lathe did not write";
+  EXPECT_EQ(read_file(run + "/notes.txt"), "mine") << "--overwrite removed a file lathe did not write";
 
   // --overwrite deletes no folder of the user's: a foreign entry in checkpoints/ stops it, intact.
   fs::create_directories(run + "/checkpoints/my_backup");
   std::ofstream(run + "/checkpoints/my_backup/weights.bin") << "precious";
   r = pretrain(run, "schedule.steps=2 --overwrite");
   EXPECT_TRUE(is_clean_error(r, "my_backup")) << r.second;
-  EXPECT_EQ(read_all(run + "/checkpoints/my_backup/weights.bin"), "precious");
+  EXPECT_EQ(read_file(run + "/checkpoints/my_backup/weights.bin"), "precious");
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000002/DONE"));
 }
 
@@ -156,7 +152,7 @@ TEST_F(RunFolder, PruningDeletesOnlyTheCurrentRunsCheckpoints) {
   // An older lathe's checkpoint (no run id, no checksums) at step 3.
   fs::copy(run + "/checkpoints/step_00000002", run + "/checkpoints/step_00000003", fs::copy_options::recursive);
   {
-    nlohmann::json st = nlohmann::json::parse(read_all(run + "/checkpoints/step_00000003/state.json"));
+    nlohmann::json st = nlohmann::json::parse(read_file(run + "/checkpoints/step_00000003/state.json"));
     st["step"] = 3;
     st.erase("run_id");
     st.erase("files");
@@ -180,7 +176,7 @@ TEST_F(RunFolder, ASecondProcessOnTheSameFolderIsLockedOut) {
   const std::string run = dir_ + "/locked";
   const pid_t first = testing::spawn_lathe_logged(tiny(data_, run, "schedule.steps=100000 checkpoint.every=0"), dir_ + "/first.log");
   ASSERT_GT(first, 0);
-  ASSERT_TRUE(wait_for_losses(run, 3)) << read_all(dir_ + "/first.log");
+  ASSERT_TRUE(wait_for_losses(run, 3)) << read_file(dir_ + "/first.log");
   for (const char* how : {"", "--resume", "--overwrite"}) {
     const size_t lines_before = testing::loss_lines(run).size();
     const auto t0 = std::chrono::steady_clock::now();
@@ -193,7 +189,7 @@ TEST_F(RunFolder, ASecondProcessOnTheSameFolderIsLockedOut) {
   }
   // SIGTERM: the first run checkpoints and exits; the folder is free again and --resume continues it.
   ASSERT_EQ(::kill(first, SIGTERM), 0);
-  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 130) << read_all(dir_ + "/first.log");
+  EXPECT_EQ(testing::wait_exit(first, std::chrono::seconds(60)), 130) << read_file(dir_ + "/first.log");
   const size_t trained = testing::loss_lines(run).size();
   const auto r = pretrain(run, "schedule.steps=" + std::to_string(trained + 2) + " checkpoint.every=0 --resume");
   ASSERT_EQ(r.first, 0) << r.second;
@@ -294,11 +290,11 @@ TEST_F(RunFolder, CheckpointsCarryTheTokenizerAndGenerationConfig) {
   for (const char* f : {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json"})
     EXPECT_TRUE(fs::exists(ckpt + "/" + f)) << f;
   const std::string tok = dir_ + "/world/tokenizer";
-  EXPECT_EQ(read_all(ckpt + "/tokenizer.json"), read_all(tok + "/tokenizer.json"));
+  EXPECT_EQ(read_file(ckpt + "/tokenizer.json"), read_file(tok + "/tokenizer.json"));
   if (fs::exists(tok + "/tokenizer_config.json")) {
-    EXPECT_EQ(read_all(ckpt + "/tokenizer_config.json"), read_all(tok + "/tokenizer_config.json"));
+    EXPECT_EQ(read_file(ckpt + "/tokenizer_config.json"), read_file(tok + "/tokenizer_config.json"));
   }
-  const nlohmann::json gen = nlohmann::json::parse(read_all(ckpt + "/generation_config.json"));
+  const nlohmann::json gen = nlohmann::json::parse(read_file(ckpt + "/generation_config.json"));
   EXPECT_TRUE(gen.contains("eos_token_id")) << gen.dump();
   r = testing::run_shell("echo '{\"text\": \"the river\"}' | " + testing::lathe_bin() + " tokenize " + ckpt);
   EXPECT_EQ(r.first, 0) << r.second;
@@ -317,7 +313,7 @@ TEST_F(RunFolder, CheckpointsCarryTheTokenizerAndGenerationConfig) {
   r = testing::run_lathe_bounded(tiny(dir_ + "/data2", dir_ + "/hf2", "schedule.steps=2 checkpoint.every=0"), 120);
   ASSERT_EQ(r.first, 0) << r.second;
   const std::string ckpt2 = printed_checkpoint(r.second);
-  EXPECT_EQ(read_all(ckpt2 + "/tokenizer.json"), read_all(tok + "/tokenizer.json"));
+  EXPECT_EQ(read_file(ckpt2 + "/tokenizer.json"), read_file(tok + "/tokenizer.json"));
   EXPECT_FALSE(fs::exists(ckpt2 + "/world_tok.json"));
 }
 
@@ -327,7 +323,7 @@ TEST_F(RunFolder, ARecipeInsideTheRunFolderIsNeverOverwritten) {
   const std::string run = dir_ + "/own_recipe";
   fs::create_directories(run);
   fs::copy_file("recipes/quickstart.yaml", run + "/recipe.yaml");
-  const std::string before = read_all(run + "/recipe.yaml");
+  const std::string before = read_file(run + "/recipe.yaml");
   std::string cmd = tiny(data_, run, "schedule.steps=2");
   cmd.replace(cmd.find("recipes/quickstart.yaml"), 23, run + "/recipe.yaml");
   auto r = testing::run_lathe_bounded(cmd, 120);
@@ -336,7 +332,7 @@ TEST_F(RunFolder, ARecipeInsideTheRunFolderIsNeverOverwritten) {
   EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
   r = testing::run_lathe_bounded(cmd + " --resume", 120);  // nothing to continue: a fresh start, refused too
   EXPECT_TRUE(is_clean_error(r, "is run.dir's recipe.yaml")) << r.second;
-  EXPECT_EQ(read_all(run + "/recipe.yaml"), before);
+  EXPECT_EQ(read_file(run + "/recipe.yaml"), before);
   EXPECT_FALSE(fs::exists(run + "/checkpoints"));
 }
 
@@ -368,12 +364,12 @@ TEST_F(RunFolder, PlotAndResumeSurviveBadMetricsLines) {
   EXPECT_NE(r.second.find(metrics + ":" + std::to_string(good_lines + 4) + ": step is \"four\""), std::string::npos)
       << r.second;
   EXPECT_EQ(r.second.find("json.exception"), std::string::npos) << r.second;
-  EXPECT_NE(read_all(run + "/loss.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(read_file(run + "/loss.svg").find("<svg"), std::string::npos);
 
   r = pretrain(run, "schedule.steps=6 checkpoint.every=2 --resume");
   ASSERT_EQ(r.first, 0) << r.second;
   EXPECT_EQ(r.second.find("json.exception"), std::string::npos) << r.second;
-  EXPECT_EQ(testing::loss_lines(run).size(), 6u) << read_all(metrics);
+  EXPECT_EQ(testing::loss_lines(run).size(), 6u) << read_file(metrics);
 
   // Another member: a metrics.jsonl that is all garbage plots an empty curve; one that is a folder is an error.
   const std::string junk = dir_ + "/junk";
@@ -395,7 +391,7 @@ TEST_F(RunFolder, FailedMetricsWriteStopsTheRunAfterACheckpoint) {
   const std::string run = dir_ + "/devfull";
   auto r = pretrain(run, "schedule.steps=4 checkpoint.every=0");
   ASSERT_EQ(r.first, 0) << r.second;
-  const std::string kept = read_all(run + "/metrics.jsonl");
+  const std::string kept = read_file(run + "/metrics.jsonl");
   fs::rename(run + "/metrics.jsonl", run + "/metrics.kept");
   fs::create_symlink("/dev/full", run + "/metrics.jsonl");
   r = pretrain(run, "schedule.steps=100 checkpoint.every=0 --resume");
@@ -403,7 +399,7 @@ TEST_F(RunFolder, FailedMetricsWriteStopsTheRunAfterACheckpoint) {
   EXPECT_TRUE(is_clean_error(r, "training stopped at step 5")) << r.second;
   EXPECT_TRUE(is_clean_error(r, "checkpoint " + run + "/checkpoints/step_00000005 written")) << r.second;
   EXPECT_EQ(testing::run_lathe_bounded("checkpoint verify " + run + "/checkpoints/step_00000005").first, 0);
-  EXPECT_EQ(read_all(run + "/metrics.kept"), kept);
+  EXPECT_EQ(read_file(run + "/metrics.kept"), kept);
 }
 
 // Row 12 on a real full disk (a tmpfs filled while the run trains; needs root, else skipped): the run
@@ -415,10 +411,10 @@ TEST_F(RunFolder, FullDiskDuringTrainingStopsTheRunWithTheMetricsPath) {
   const std::string run = disk + "/run";
   const pid_t pid = testing::spawn_lathe_logged(tiny(data_, run, "schedule.steps=1000000 checkpoint.every=0 eval.every=0"), dir_ + "/full.log");
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(wait_for_losses(run, 5)) << read_all(dir_ + "/full.log");
+  ASSERT_TRUE(wait_for_losses(run, 5)) << read_file(dir_ + "/full.log");
   std::system(("dd if=/dev/zero of=" + disk + "/fill bs=64k 2>/dev/null").c_str());  // until ENOSPC
   const int rc = testing::wait_exit(pid, std::chrono::seconds(60));
-  const std::string log = read_all(dir_ + "/full.log");
+  const std::string log = read_file(dir_ + "/full.log");
   EXPECT_EQ(rc, 1) << log;
   EXPECT_NE(log.find(run + "/metrics.jsonl: write failed: No space left on device"), std::string::npos) << log;
   EXPECT_NE(log.find("training stopped at step"), std::string::npos) << log;
