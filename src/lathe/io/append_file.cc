@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/io/mapped_file.h"
 #include "lathe/io/file_read.h"
 
 namespace lathe {
@@ -53,18 +54,7 @@ AppendFile::~AppendFile() {
 
 void AppendFile::append(std::string_view bytes) {
   LATHE_CHECK_ARG(fd_ >= 0, "[AppendFile::append] the file is not open");
-  const char* p = bytes.data();
-  size_t n = bytes.size();
-  while (n > 0) {
-    const ssize_t w = ::write(fd_, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(str_cat(path_, ": write failed: ", std::strerror(errno)));
-    }
-    if (w == 0) throw IoError(str_cat(path_, ": write failed: no bytes written"));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  write_all(fd_, bytes.data(), bytes.size(), path_);
 }
 
 void AppendFile::sync() {

@@ -24,8 +24,6 @@ class AppendFile {
   // fdatasync: the lines written so far survive a crash. A file that cannot be synced (a device such as
   // /dev/null) is not an error. Throws IoError on a real failure (EIO, ENOSPC).
   void sync();
-  bool is_open() const { return fd_ >= 0; }
-  const std::string& path() const { return path_; }
 
  private:
   int fd_ = -1;

@@ -33,7 +33,6 @@ MappedFile MappedFile::open(const std::string& path) {
   return f;
 }
 
-namespace {
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -42,11 +41,11 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
       if (errno == EINTR) continue;
       throw IoError(str_cat(path, ": write failed: ", std::strerror(errno)));
     }
+    if (w == 0) throw IoError(str_cat(path, ": write failed: no bytes written"));
     p += w;
     n -= static_cast<size_t>(w);
   }
 }
-}  // namespace
 
 void write_file_atomic(const std::string& path,
                        const std::function<void(const std::function<void(const void*, size_t)>&)>& write) {

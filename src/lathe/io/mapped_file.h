@@ -19,6 +19,9 @@ struct MappedFile {
 // fsync of a file or a folder (a folder: makes renames and new entries inside it durable). Throws IoError.
 void fsync_path(const std::string& path);
 
+// Writes all `n` bytes to fd (retrying short writes and EINTR); IoError "<path>: write failed: <strerror>".
+void write_all(int fd, const void* data, size_t n, const std::string& path);
+
 // Writes a file crash-safely: content goes to "<path>.tmp.<pid>", is fsynced, then renamed over path, and
 // the directory is fsynced. A crash leaves either the old file or the new one, never a torn file.
 void write_file_atomic(const std::string& path, const std::string& content);
