@@ -149,6 +149,13 @@ std::string fmt(const char* f, double x) {
   return buf;
 }
 
+// Whether any rank's `mine` is true (a collective: every rank calls it at the same point).
+bool any_rank_failed(dist::Communicator& comm, bool mine) {
+  double failed = mine ? 1 : 0;
+  comm.all_reduce_sum(&failed, 1);
+  return failed > 0;
+}
+
 // Runs `fn` on rank 0 only; every rank learns whether it threw, so all of them stop together (rank 0 with
 // its own error, the others with a pointer to it) instead of the others waiting in a collective.
 void on_lead(dist::Communicator& comm, const std::string& what, const std::function<void()>& fn) {
@@ -162,10 +169,9 @@ void on_lead(dist::Communicator& comm, const std::string& what, const std::funct
       error = std::current_exception();
     }
   }
-  double failed = error ? 1 : 0;
-  comm.all_reduce_sum(&failed, 1);
+  const bool failed = any_rank_failed(comm, error != nullptr);
   if (error) std::rethrow_exception(error);
-  if (failed > 0) throw IoError(str_cat(what, ": failed on rank 0 (see its error)"));
+  if (failed) throw IoError(str_cat(what, ": failed on rank 0 (see its error)"));
 }
 
 // "a, b, c and 4 more" for messages.
@@ -203,7 +209,9 @@ TrainResult Trainer::run(StartMode mode) {
     fs::create_directories(cfg_.run_dir);
     lock_.reset();  // a second run() of this trainer: flock conflicts with this process's own earlier lock
     lock_ = std::make_unique<RunLock>(RunLock::acquire(cfg_.run_dir));
-    const std::vector<std::string> earlier = earlier_run_contents(cfg_.run_dir);
+    // What an earlier run left (read only where it matters: a resume continues it whatever it holds).
+    const std::vector<std::string> earlier =
+        mode == StartMode::kResume ? std::vector<std::string>{} : earlier_run_contents(cfg_.run_dir);
     // The run writes run.dir/recipe.yaml (the resolved recipe): never over the recipe it was started with,
     // unless it continues the run that saved it.
     std::error_code ec;
@@ -343,11 +351,7 @@ TrainResult Trainer::run(StartMode mode) {
     }
   };
   // Every rank learns whether rank 0's metrics writes failed, so all of them stop at the same step.
-  const auto metrics_failed = [&] {
-    double f = metrics_error.empty() ? 0 : 1;
-    comm.all_reduce_sum(&f, 1);
-    return f > 0;
-  };
+  const auto metrics_failed = [&] { return any_rank_failed(comm, !metrics_error.empty()); };
   if (state.step == 0)
     log_metrics(json{{"event", "start"},        {"params", model.n_params()}, {"matmul_params", n_matmul},
                      {"flops_per_token", flops_tok}, {"peak_gflops", peak_gflops}, {"threads", pool.n_threads()}, {"ranks", world}}
@@ -401,9 +405,8 @@ TrainResult Trainer::run(StartMode mode) {
         }
       }
     }
-    double failed = error.empty() ? 0 : 1;
-    comm.all_reduce_sum(&failed, 1);
-    if (failed > 0) throw IoError(error.empty() ? "checkpoint write failed on rank 0" : error);
+    if (any_rank_failed(comm, !error.empty()))
+      throw IoError(error.empty() ? "checkpoint write failed on rank 0" : error);
     say("checkpoint " + dir);
     return dir;
   };
