@@ -12,6 +12,14 @@
 namespace lathe {
 namespace {
 
+// e.g. "config.json: must be a JSON object, got an array".
+std::string json_not_object_message(const std::string& what, const char* type_name) {
+  const std::string t(type_name);
+  const bool vowel = !t.empty() && std::strchr("aeiou", t[0]) != nullptr;
+  return str_cat(what, ": must be a JSON object, got ", t == "null" ? "null" : (vowel ? "an " : "a ") + t);
+}
+
+
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
@@ -83,10 +91,9 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-std::string json_not_object_message(const std::string& what, const char* type_name) {
-  const std::string t(type_name);
-  const bool vowel = !t.empty() && std::strchr("aeiou", t[0]) != nullptr;
-  return str_cat(what, ": must be a JSON object, got ", t == "null" ? "null" : (vowel ? "an " : "a ") + t);
+std::string json_for_message(const nlohmann::json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
 nlohmann::json parse_json_object(const std::string& text, const std::string& where) {

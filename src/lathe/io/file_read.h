@@ -39,8 +39,7 @@ nlohmann::ordered_json parse_ordered_json_object(const std::string& text, const 
 nlohmann::json read_json_object_file(const std::string& path);
 nlohmann::ordered_json read_ordered_json_object_file(const std::string& path);
 
-// The FormatError text for a JSON document of the wrong type at the top level, e.g. "config.json: must be
-// a JSON object, got an array".
-std::string json_not_object_message(const std::string& what, const char* type_name);
+// A JSON value for an error message, cut to 40 characters (a damaged file can hold anything).
+std::string json_for_message(const nlohmann::json& v);
 
 }  // namespace lathe

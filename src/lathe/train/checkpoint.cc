@@ -33,8 +33,7 @@ std::string step_name(int64_t step) {
 
 // state.json as an object, or a FormatError naming the file.
 json read_state_json(const fs::path& dir) {
-  const std::string path = (dir / "state.json").string();
-  return parse_json_object(read_file(path), path);
+  return read_json_object_file((dir / "state.json").string());
 }
 
 TrainState parse_state(const json& st, const fs::path& dir, int64_t* optimizer_steps) {

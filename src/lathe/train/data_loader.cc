@@ -13,10 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // Every "<prefix>*_<split>_*.bin" of the folder or name prefix `data`, sorted.
 std::vector<std::string> glob_shards(const std::string& data, const std::string& split) {
   // "data/run" is either a folder holding the shards or a name prefix inside a folder.
@@ -32,7 +28,7 @@ std::vector<std::string> glob_shards(const std::string& data, const std::string&
     const std::string tag = "_" + split + "_";
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (!ends_with(name, ".bin") || name.find(tag) == std::string::npos || name.rfind(prefix, 0) != 0) continue;
+      if (!name.ends_with(".bin") || name.find(tag) == std::string::npos || name.rfind(prefix, 0) != 0) continue;
       paths.push_back(entry.path().string());
     }
   }
@@ -52,11 +48,6 @@ std::string resolve_recorded(const std::string& p, const fs::path& manifest_dir,
   return fs::weakly_canonical(fs::absolute(beside)).string();
 }
 
-// A value of the manifest for a message: its JSON, cut short.
-std::string shown(const nlohmann::json& v) {
-  std::string s = v.dump();
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
 
 // An integer of the manifest `path` in [lo, hi] (hi >= 0), else FormatError naming the manifest and the key.
 int64_t manifest_int(const nlohmann::json& v, const std::string& path, const std::string& key, int64_t lo, int64_t hi) {
@@ -67,7 +58,7 @@ int64_t manifest_int(const nlohmann::json& v, const std::string& path, const std
   } else if (ok) {
     ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   }
-  LATHE_CHECK_FORMAT(ok, path, ": \"", key, "\" must be an integer from ", lo, " to ", hi, ", got ", shown(v),
+  LATHE_CHECK_FORMAT(ok, path, ": \"", key, "\" must be an integer from ", lo, " to ", hi, ", got ", json_for_message(v),
                      " (re-run `lathe data prepare`)");
   return v.get<int64_t>();
 }
@@ -90,14 +81,14 @@ void check_manifest_values(const nlohmann::json& m, const std::string& path) {
   if (const auto* v = get(m, "delimiter_id"))
     manifest_int(*v, path, "delimiter_id", 0, vocab > 0 ? std::min<int64_t>(vocab - 1, INT32_MAX) : INT32_MAX);
   if (const auto* v = get(m, "delimiter"))
-    LATHE_CHECK_FORMAT(v->is_string(), path, ": \"delimiter\" must be a string (a token), got ", shown(*v));
+    LATHE_CHECK_FORMAT(v->is_string(), path, ": \"delimiter\" must be a string (a token), got ", json_for_message(*v));
   if (const auto* v = get(m, "seed"))
-    LATHE_CHECK_FORMAT(v->is_number_unsigned(), path, ": \"seed\" must be an integer >= 0, got ", shown(*v));
+    LATHE_CHECK_FORMAT(v->is_number_unsigned(), path, ": \"seed\" must be an integer >= 0, got ", json_for_message(*v));
   if (const auto* v = get(m, "val_fraction"))
     LATHE_CHECK_FORMAT(v->is_number() && v->get<double>() >= 0 && v->get<double>() < 1, path,
-                       ": \"val_fraction\" must be a number in [0, 1), got ", shown(*v));
+                       ": \"val_fraction\" must be a number in [0, 1), got ", json_for_message(*v));
   if (const auto* v = get(m, "inputs"))
-    LATHE_CHECK_FORMAT(v->is_array(), path, ": \"inputs\" must be a list of paths, got ", shown(*v));
+    LATHE_CHECK_FORMAT(v->is_array(), path, ": \"inputs\" must be a list of paths, got ", json_for_message(*v));
   for (const char* split : {"train", "val"}) {
     const auto* s = get(m, split);
     if (!s || !s->is_object()) continue;  // read_manifest names a split that is not an object
@@ -130,7 +121,7 @@ std::optional<std::string> find_manifest(const std::string& data) {
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(p)) {
       const std::string name = e.path().filename().string();
-      if (!ends_with(name, ".json")) continue;
+      if (!name.ends_with(".json")) continue;
       const std::string stem = name.substr(0, name.size() - 5);
       if (!glob_shards((p / stem).string(), "train").empty() || !glob_shards((p / stem).string(), "val").empty())
         found.push_back(e.path().string());

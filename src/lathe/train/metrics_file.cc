@@ -3,19 +3,13 @@
 #include <cmath>
 
 #include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
 #include "lathe/io/line_reader.h"
 
 namespace lathe::train {
 
 using nlohmann::json;
 
-namespace {
-// A value for a message, cut short (a damaged line can hold anything).
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
-}  // namespace
 
 MetricsRead read_metrics(const std::string& path) {
   LineReader in = LineReader::open(path);  // a FIFO, folder or device: an IoError naming it, never a hang
@@ -36,7 +30,7 @@ MetricsRead read_metrics(const std::string& path) {
     if (j.contains("step")) {
       const json& s = j["step"];
       if (!s.is_number_integer() || s.get<int64_t>() < 0) {
-        out.problems.push_back(str_cat(path, ":", n, ": step is ", shown(s), " (not a step number; skipped)"));
+        out.problems.push_back(str_cat(path, ":", n, ": step is ", json_for_message(s), " (not a step number; skipped)"));
         continue;
       }
       l.step = s.get<int64_t>();
@@ -51,7 +45,7 @@ std::optional<double> metrics_number(const MetricsLine& l, const std::string& ke
   if (!l.record.contains(key)) return std::nullopt;
   const json& v = l.record[key];
   if (v.is_number() && std::isfinite(v.get<double>())) return v.get<double>();
-  if (problems) problems->push_back(str_cat(path, ":", l.line_no, ": ", key, " is ", shown(v), " (not a number; skipped)"));
+  if (problems) problems->push_back(str_cat(path, ":", l.line_no, ": ", key, " is ", json_for_message(v), " (not a number; skipped)"));
   return std::nullopt;
 }
 
