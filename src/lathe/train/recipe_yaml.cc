@@ -57,7 +57,7 @@ class JsonBuilder : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& m, YAML::anchor_t) override {
     if (expecting_key()) fail(m, "a mapping key is empty (null)");
-    add(nullptr, m);
+    add(nullptr);
   }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
     fail(m, "YAML aliases (*name) are not supported in recipes; write the value out, or share settings with "
@@ -77,7 +77,7 @@ class JsonBuilder : public YAML::EventHandler {
       f.have_key = true;
       return;
     }
-    add(scalar_to_json(value, tag, where_, m), m);
+    add(scalar_to_json(value, tag, where_, m));
   }
   void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
     open(json::array(), m);
@@ -91,7 +91,6 @@ class JsonBuilder : public YAML::EventHandler {
  private:
   struct Frame {
     json value;                               // the array or object being filled
-    YAML::Mark mark;                          // where it starts
     std::string key;                          // objects: the key waiting for its value
     bool have_key = false;
     std::map<std::string, int> key_lines;     // objects: line of each key (duplicate-key messages)
@@ -105,14 +104,14 @@ class JsonBuilder : public YAML::EventHandler {
   }
   void open(json container, const YAML::Mark& m) {
     if (expecting_key()) fail(m, "a mapping key must be a plain string, not a list or mapping");
-    stack_.push_back({std::move(container), m, {}, false, {}});
+    stack_.push_back({std::move(container), {}, false, {}});
   }
   void close() {
     Frame f = std::move(stack_.back());
     stack_.pop_back();
-    add(std::move(f.value), f.mark);
+    add(std::move(f.value));
   }
-  void add(json v, const YAML::Mark&) {
+  void add(json v) {
     if (stack_.empty()) {
       root_ = std::move(v);
       return;
