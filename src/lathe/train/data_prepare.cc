@@ -40,7 +40,11 @@ class DocumentReader {
                     "data prepare: text_split must be line, paragraph or file, got '", opts.text_split, "'");
     // Every input opened once up front: a FIFO, folder or device (or a missing file) fails here, naming
     // it, before anything is written.
-    for (const auto& p : opts.inputs) bytes_total_ += static_cast<int64_t>(LineReader::open(p).size());
+    for (const auto& p : opts.inputs) {
+      const RegularFile f = open_regular_file(p);
+      ::close(f.fd);
+      bytes_total_ += static_cast<int64_t>(f.size);
+    }
   }
   int64_t bytes_total() const { return bytes_total_; }
   int64_t bytes_done() const { return bytes_done_; }
