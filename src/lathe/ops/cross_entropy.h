@@ -32,10 +32,4 @@ struct LinearCrossEntropyOptions {
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
                             const LinearCrossEntropyOptions& options = {});
 
-// Row kernels shared with token_logprobs (contiguous f32, inputs already validated, single-threaded):
-// log Σ_j exp(x[j]) over v values (max-shifted, f32 lane sums).
-float row_logsumexp(const float* x, int64_t v);
-// d[j] = scale·(exp(x[j] − lse) − [j == target]); target < 0: no one-hot term. d may alias x.
-void row_softmax_backward(const float* x, float lse, float scale, int64_t target, float* d, int64_t v);
-
 }  // namespace lathe
