@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "lathe/base/error.h"
+#include "lathe/ops/attention_tiles.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
@@ -62,7 +63,124 @@ struct Dims {
   TileShape tile;
 };
 
+// ---- One query vector against keys [ja, je) of one block (key jl at kb + jl·ld). ----
+
+// Any D: st[jl] = q·k_jl.
+void scores_any(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float* kj = kb + jl * ld;
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t e = 0; e < D; ++e) dot += q[e] * kj[e];
+    st[jl] = dot;
+  }
+}
+
+// Any D: acc = corr·acc + Σ_jl p[jl]·v_jl.
+void pv_any(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
+#pragma omp simd
+  for (int64_t e = 0; e < D; ++e) acc[e] *= corr;
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float pj = p[jl];
+    const float* vj = vb + jl * ld;
+#pragma omp simd
+    for (int64_t e = 0; e < D; ++e) acc[e] += pj * vj[e];
+  }
+}
+
+// out[i] = x[i] folded with x[i + W] and y likewise, within each group of 2W lanes: the first W lanes of
+// a group from x, the last W from y. Four folds (W = 8, 4, 2, 1) turn 16 vectors into one vector of their
+// 16 sums, the sum of input i landing in lane bitreverse4(i).
+template <int W>
+inline void fold(const attn::f32x16& x, const attn::f32x16& y, attn::f32x16& out) {
+  using attn::f32x16;
+  if constexpr (W == 8) {
+    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  } else if constexpr (W == 4) {
+    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+          __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  } else if constexpr (W == 2) {
+    out = __builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+          __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  } else {
+    out = __builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+          __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+
+constexpr int kBitReverse4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+// D % 16 == 0: st[jl] = q·k_jl, 16 keys at a time (16 accumulators, then four folds into one vector of
+// scores), the rest one by one.
+void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+  using attn::f32x16, attn::vec_at;
+  int64_t jl = ja;
+  for (; jl + 16 <= je; jl += 16) {
+    f32x16 c[16] = {};  // c[kBitReverse4[i]] accumulates key jl + i
+    for (int64_t e = 0; e < D; e += 16) {
+      const f32x16 qv = vec_at(q + e);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) c[kBitReverse4[i]] += qv * vec_at(kb + (jl + i) * ld + e);
+    }
+    f32x16 b[8], a[4], d[2], sums;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) fold<8>(c[2 * i], c[2 * i + 1], b[i]);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) fold<4>(b[2 * i], b[2 * i + 1], a[i]);
+    fold<2>(a[0], a[1], d[0]);
+    fold<2>(a[2], a[3], d[1]);
+    fold<1>(d[0], d[1], sums);
+    vec_at(st + jl) = sums;
+  }
+  for (; jl < je; ++jl) {
+    f32x16 c = {};
+    for (int64_t e = 0; e < D; e += 16) c += vec_at(q + e) * vec_at(kb + jl * ld + e);
+    float dot = 0.f;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) dot += c[i];
+    st[jl] = dot;
+  }
+}
+
+// Columns [d0, d0 + 16·NV) of acc = corr·acc + Σ_jl p[jl]·v_jl, the accumulators in registers.
+template <int NV>
+void pv_slice(float* acc, const float* p, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
+              float corr) {
+  using attn::f32x16, attn::vec_at;
+  f32x16 a[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) a[v] = corr * vec_at(acc + d0 + 16 * v);
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float pj = p[jl];
+    const float* vj = vb + jl * ld + d0;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) a[v] += pj * vec_at(vj + 16 * v);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) vec_at(acc + d0 + 16 * v) = a[v];
+}
+
+// D % 16 == 0: pv_any in slices of up to 64 columns.
+void pv_vec(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
+  int64_t d0 = 0;
+  for (; d0 + 64 <= D; d0 += 64) pv_slice<4>(acc, p, vb, ld, d0, ja, je, corr);
+  switch ((D - d0) / 16) {
+    case 3: pv_slice<3>(acc, p, vb, ld, d0, ja, je, corr); break;
+    case 2: pv_slice<2>(acc, p, vb, ld, d0, ja, je, corr); break;
+    case 1: pv_slice<1>(acc, p, vb, ld, d0, ja, je, corr); break;
+    default: break;
+  }
+}
+
+// Prefetches one KV head's rows [0, n) of a block (row jl at base + jl·ld, D floats).
+void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t D) {
+  for (int64_t jl = 0; jl < n; ++jl)
+    for (int64_t e = 0; e < D; e += 16) __builtin_prefetch(base + jl * ld + e);
+}
+
 // One tile: rows [r0, r0 + nr) of sequence s, query heads [h0, h0 + nh) (all of KV head hk).
+template <bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                  int64_t h0, int64_t nh, int64_t hk) {
   const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = d.Hkv * D;
@@ -87,40 +205,46 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
       std::fill(w.acc + t * D, w.acc + (t + 1) * D, 0.f);
     }
   }
-  for (int64_t b = lo_min / P; b * P < hi_max; ++b) {
+  const float cap = d.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+  const int64_t b_end = (hi_max + P - 1) / P;
+  for (int64_t b = lo_min / P; b < b_end; ++b) {
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
     const float* kb = a.k_pool + (table[b] * P * d.Hkv + hk) * D;  // key j0 + jl at kb + jl·ld_kv
     const float* vb = a.v_pool + (table[b] * P * d.Hkv + hk) * D;
+    if (b + 1 < b_end) {  // the next block is elsewhere in the pool: no hardware prefetcher follows
+      const int64_t n_next = std::min(P, hi_max - j0 - P);
+      prefetch_rows(a.k_pool + (table[b + 1] * P * d.Hkv + hk) * D, ld_kv, n_next, D);
+      prefetch_rows(a.v_pool + (table[b + 1] * P * d.Hkv + hk) * D, ld_kv, n_next, D);
+    }
     for (int64_t t = 0; t < nq; ++t) {
       const int64_t ja = std::max<int64_t>(w.lo[t] - j0, 0), je = std::min<int64_t>(w.hi[t] - j0, n);
       if (ja >= je) continue;  // this block is outside the vector's window or past its position
       float* st = w.s + t * P;
-      const float* qt = w.q + t * D;
-      float mb = -std::numeric_limits<float>::infinity();
-      for (int64_t jl = ja; jl < je; ++jl) {
-        const float* kj = kb + jl * ld_kv;
-        float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t e = 0; e < D; ++e) dot += qt[e] * kj[e];
-        if (d.softcap > 0.f) dot = d.softcap * vec::tanh(dot * (1.f / d.softcap));
-        st[jl] = dot;
-        mb = std::max(mb, dot);
+      if constexpr (kVec)
+        scores_vec(w.q + t * D, kb, ld_kv, D, ja, je, st);
+      else
+        scores_any(w.q + t * D, kb, ld_kv, D, ja, je, st);
+      if (cap > 0.f) {
+#pragma omp simd
+        for (int64_t jl = ja; jl < je; ++jl) st[jl] = cap * vec::tanh(st[jl] * inv_cap);
       }
+      float mb = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mb)
+      for (int64_t jl = ja; jl < je; ++jl) mb = mb > st[jl] ? mb : st[jl];
       const float m_new = std::max(w.m[t], mb);
-      const float corr = vec::exp(w.m[t] - m_new);  // 0 on the first block (m = −inf)
+      const float corr = vec::exp(w.m[t] - m_new);  // 0 on the vector's first block (m = −inf)
       w.m[t] = m_new;
-      float* acc = w.acc + t * D;
       float sum = 0.f;
-#pragma omp simd
-      for (int64_t e = 0; e < D; ++e) acc[e] *= corr;
+#pragma omp simd reduction(+ : sum)
       for (int64_t jl = ja; jl < je; ++jl) {
-        const float p = vec::exp(st[jl] - m_new);
-        sum += p;
-        const float* vj = vb + jl * ld_kv;
-#pragma omp simd
-        for (int64_t e = 0; e < D; ++e) acc[e] += p * vj[e];
+        st[jl] = vec::exp(st[jl] - m_new);
+        sum += st[jl];
       }
       w.l[t] = w.l[t] * corr + sum;
+      if constexpr (kVec)
+        pv_vec(w.acc + t * D, st, vb, ld_kv, D, ja, je, corr);
+      else
+        pv_any(w.acc + t * D, st, vb, ld_kv, D, ja, je, corr);
     }
   }
   for (int64_t r = 0; r < nr; ++r)
@@ -183,7 +307,10 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
       const int64_t nr = std::min<int64_t>(d.tile.rows, a.seq_starts[s + 1] - r0);
       const int64_t h0 = hk * group + part * d.tile.heads;
       const int64_t nh = std::min<int64_t>(d.tile.heads, (hk + 1) * group - h0);
-      attend_tile(a, d, w, s, r0, nr, h0, nh, hk);
+      if (d.D % 16 == 0)
+        attend_tile<true>(a, d, w, s, r0, nr, h0, nh, hk);
+      else
+        attend_tile<false>(a, d, w, s, r0, nr, h0, nh, hk);
     }
   });
 }
