@@ -183,7 +183,7 @@ void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t D) {
 template <bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                  int64_t h0, int64_t nh, int64_t hk) {
-  const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = d.Hkv * D;
+  const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = D;  // one KV head of a block is [P, D], contiguous
   const std::span<const int32_t> table = a.block_tables[s];
   const int64_t ctx = a.context_lens[s];
   int64_t lo_min = ctx, hi_max = 0;
@@ -209,12 +209,12 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
   const int64_t b_end = (hi_max + P - 1) / P;
   for (int64_t b = lo_min / P; b < b_end; ++b) {
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
-    const float* kb = a.k_pool + (table[b] * P * d.Hkv + hk) * D;  // key j0 + jl at kb + jl·ld_kv
-    const float* vb = a.v_pool + (table[b] * P * d.Hkv + hk) * D;
+    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
+    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
     if (b + 1 < b_end) {  // the next block is elsewhere in the pool: no hardware prefetcher follows
       const int64_t n_next = std::min(P, hi_max - j0 - P);
-      prefetch_rows(a.k_pool + (table[b + 1] * P * d.Hkv + hk) * D, ld_kv, n_next, D);
-      prefetch_rows(a.v_pool + (table[b + 1] * P * d.Hkv + hk) * D, ld_kv, n_next, D);
+      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
     }
     for (int64_t t = 0; t < nq; ++t) {
       const int64_t ja = std::max<int64_t>(w.lo[t] - j0, 0), je = std::min<int64_t>(w.hi[t] - j0, n);
@@ -266,13 +266,15 @@ int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim
 }
 
 void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, float* k_pool, float* v_pool) {
-  const int64_t row = static_cast<int64_t>(a.n_kv_heads) * a.head_dim, P = a.block_size;
+  const int64_t Hkv = a.n_kv_heads, D = a.head_dim, P = a.block_size;
   for (int64_t s = 0; s < a.n_seqs; ++s)
     for (int64_t i = a.seq_starts[s]; i < a.seq_starts[s + 1]; ++i) {
-      const int64_t pos = a.positions[i];
-      const int64_t slot = static_cast<int64_t>(a.block_tables[s][pos / P]) * P + pos % P;
-      std::memcpy(k_pool + slot * row, k + i * row, row * sizeof(float));
-      std::memcpy(v_pool + slot * row, v + i * row, row * sizeof(float));
+      const int64_t pos = a.positions[i], block = a.block_tables[s][pos / P];
+      for (int64_t hk = 0; hk < Hkv; ++hk) {
+        const int64_t slot = ((block * Hkv + hk) * P + pos % P) * D;
+        std::memcpy(k_pool + slot, k + (i * Hkv + hk) * D, D * sizeof(float));
+        std::memcpy(v_pool + slot, v + (i * Hkv + hk) * D, D * sizeof(float));
+      }
     }
 }
 
