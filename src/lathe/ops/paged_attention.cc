@@ -143,16 +143,16 @@ void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t 
   }
 }
 
-// Columns [d0, d0 + 16·NV) of acc = corr·acc + Σ_jl p[jl]·v_jl, the accumulators in registers.
+// Columns [d0, d0 + 16·NV) of acc = corr·acc + Σ_jl p[jl·ps]·v_jl, the accumulators in registers.
 template <int NV>
-void pv_slice(float* acc, const float* p, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
+void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
               float corr) {
   using attn::f32x16, attn::vec_at;
   f32x16 a[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) a[v] = corr * vec_at(acc + d0 + 16 * v);
   for (int64_t jl = ja; jl < je; ++jl) {
-    const float pj = p[jl];
+    const float pj = p[jl * ps];
     const float* vj = vb + jl * ld + d0;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) a[v] += pj * vec_at(vj + 16 * v);
@@ -161,14 +161,15 @@ void pv_slice(float* acc, const float* p, const float* vb, int64_t ld, int64_t d
   for (int v = 0; v < NV; ++v) vec_at(acc + d0 + 16 * v) = a[v];
 }
 
-// D % 16 == 0: pv_any in slices of up to 64 columns.
-void pv_vec(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
+// D % 16 == 0: pv_any (probabilities p[jl·ps]) in slices of up to 64 columns.
+void pv_vec(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je,
+            float corr) {
   int64_t d0 = 0;
-  for (; d0 + 64 <= D; d0 += 64) pv_slice<4>(acc, p, vb, ld, d0, ja, je, corr);
+  for (; d0 + 64 <= D; d0 += 64) pv_slice<4>(acc, p, ps, vb, ld, d0, ja, je, corr);
   switch ((D - d0) / 16) {
-    case 3: pv_slice<3>(acc, p, vb, ld, d0, ja, je, corr); break;
-    case 2: pv_slice<2>(acc, p, vb, ld, d0, ja, je, corr); break;
-    case 1: pv_slice<1>(acc, p, vb, ld, d0, ja, je, corr); break;
+    case 3: pv_slice<3>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
+    case 2: pv_slice<2>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
+    case 1: pv_slice<1>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
     default: break;
   }
 }
@@ -242,7 +243,7 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
       }
       w.l[t] = w.l[t] * corr + sum;
       if constexpr (kVec)
-        pv_vec(w.acc + t * D, st, vb, ld_kv, D, ja, je, corr);
+        pv_vec(w.acc + t * D, st, 1, vb, ld_kv, D, ja, je, corr);
       else
         pv_any(w.acc + t * D, st, vb, ld_kv, D, ja, je, corr);
     }
@@ -256,6 +257,107 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
 #pragma omp simd
       for (int64_t e = 0; e < D; ++e) dst[e] = acc[e] * inv;
     }
+}
+
+
+// A full tile (D % 16 == 0, at least kWideMin vectors): the 16 query vectors are the 16 lanes. Queries
+// are transposed once per tile, so a block's scores are one vector per key (D FMAs against broadcast key
+// elements, no folds), and max, exp and the running sums run on all vectors at once.
+constexpr int kWideMin = 8;
+
+void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
+                      int64_t h0, int64_t nh, int64_t hk) {
+  using attn::f32x16, attn::vec_at;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t D = d.D, P = d.P, nq = nr * nh;
+  const std::span<const int32_t> table = a.block_tables[s];
+  const int64_t ctx = a.context_lens[s];
+  float* qt = w.q;  // [D, 16]: lane t is query vector t (zero past nq)
+  float* st = w.s;  // [P, 16]: scores, then probabilities, of key jl in row jl
+  int64_t lo_min = ctx, hi_max = 0;
+  for (int64_t t = 0; t < kTileQ; ++t) {
+    const bool live = t < nq;
+    const int64_t r = t / nh, hh = t % nh;
+    const int64_t pos = live ? a.positions[r0 + r] : 0;
+    w.hi[t] = live ? std::min(pos + 1, ctx) : 0;  // padding lanes see no key
+    w.lo[t] = live && d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0;
+    if (live) {
+      lo_min = std::min(lo_min, w.lo[t]);
+      hi_max = std::max(hi_max, w.hi[t]);
+    }
+    const float* src = a.q + ((r0 + r) * d.H + h0 + hh) * D;
+    for (int64_t e = 0; e < D; ++e) qt[e * kTileQ + t] = live ? src[e] * d.scale : 0.f;
+    w.m[t] = kNegInf;
+    w.l[t] = 0.f;
+    std::fill(w.acc + t * D, w.acc + (t + 1) * D, 0.f);
+  }
+  const float cap = d.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+  const int64_t b_end = (hi_max + P - 1) / P;
+  float corr[kTileQ];
+  for (int64_t b = lo_min / P; b < b_end; ++b) {
+    const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
+    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
+    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
+    if (b + 1 < b_end) {
+      const int64_t n_next = std::min(P, hi_max - j0 - P);
+      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+    }
+    int64_t jl = 0;
+    for (; jl + 8 <= n; jl += 8) {
+      f32x16 c[8] = {};
+      for (int64_t e = 0; e < D; ++e) {
+        const f32x16 qe = vec_at(qt + e * kTileQ);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) c[i] += kb[(jl + i) * D + e] * qe;
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) vec_at(st + (jl + i) * kTileQ) = c[i];
+    }
+    for (; jl < n; ++jl) {
+      f32x16 c = {};
+      for (int64_t e = 0; e < D; ++e) c += kb[jl * D + e] * vec_at(qt + e * kTileQ);
+      vec_at(st + jl * kTileQ) = c;
+    }
+    // Softcap, then keys outside a lane's [lo, hi) to −inf; the block's max per lane.
+    float mb[kTileQ];
+    std::fill(mb, mb + kTileQ, kNegInf);
+    for (jl = 0; jl < n; ++jl) {
+      float* row = st + jl * kTileQ;
+      const int64_t j = j0 + jl;
+#pragma omp simd
+      for (int t = 0; t < kTileQ; ++t) {
+        const float x = cap > 0.f ? cap * vec::tanh(row[t] * inv_cap) : row[t];
+        row[t] = j >= w.lo[t] && j < w.hi[t] ? x : kNegInf;
+        mb[t] = mb[t] > row[t] ? mb[t] : row[t];
+      }
+    }
+    float m_use[kTileQ];  // the new running max, 0 where a lane has seen no key yet (keeps exp off −inf − −inf)
+#pragma omp simd
+    for (int t = 0; t < kTileQ; ++t) {
+      const float m_new = w.m[t] > mb[t] ? w.m[t] : mb[t];
+      m_use[t] = m_new == kNegInf ? 0.f : m_new;
+      corr[t] = vec::exp(w.m[t] - m_use[t]);
+      w.m[t] = m_new;
+      w.l[t] *= corr[t];
+    }
+    for (jl = 0; jl < n; ++jl) {
+      float* row = st + jl * kTileQ;
+#pragma omp simd
+      for (int t = 0; t < kTileQ; ++t) {
+        row[t] = vec::exp(row[t] - m_use[t]);
+        w.l[t] += row[t];
+      }
+    }
+    for (int64_t t = 0; t < nq; ++t) pv_vec(w.acc + t * D, st + t, kTileQ, vb, D, D, 0, n, corr[t]);
+  }
+  for (int64_t t = 0; t < nq; ++t) {
+    const float inv = 1.f / w.l[t];
+    const float* acc = w.acc + t * D;
+    float* dst = a.out + ((r0 + t / nh) * d.H + h0 + t % nh) * D;
+#pragma omp simd
+    for (int64_t e = 0; e < D; ++e) dst[e] = acc[e] * inv;
+  }
 }
 
 }  // namespace
@@ -309,7 +411,9 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
       const int64_t nr = std::min<int64_t>(d.tile.rows, a.seq_starts[s + 1] - r0);
       const int64_t h0 = hk * group + part * d.tile.heads;
       const int64_t nh = std::min<int64_t>(d.tile.heads, (hk + 1) * group - h0);
-      if (d.D % 16 == 0)
+      if (d.D % 16 == 0 && nr * nh >= kWideMin)
+        attend_tile_wide(a, d, w, s, r0, nr, h0, nh, hk);
+      else if (d.D % 16 == 0)
         attend_tile<true>(a, d, w, s, r0, nr, h0, nh, hk);
       else
         attend_tile<false>(a, d, w, s, r0, nr, h0, nh, hk);
