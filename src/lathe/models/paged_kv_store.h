@@ -1,0 +1,58 @@
+// The CPU KV store: a pool of fixed-size blocks allocated once, per layer K and V [n_blocks, P, Hkv, D]
+// f32, handed out to sequences whole at allocate. Attention reads the blocks in place
+// (ops/paged_attention.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lathe/models/kv_store.h"
+#include "lathe/tensor/tensor.h"
+
+namespace lathe {
+
+struct PagedKvStoreConfig {
+  int n_layers = 0;    // L
+  int n_heads = 0;     // H: query heads of the layers attending over the store
+  int n_kv_heads = 0;  // Hkv
+  int head_dim = 0;    // D
+  int64_t n_blocks = 0;
+  int block_size = kDefaultKvBlockSize;  // P
+  int n_threads = 0;  // workers attention may use (scratch is sized for them); 0: the current context's pool
+};
+
+// Blocks needed for n_tokens positions at block size P.
+inline int64_t kv_blocks_for(int64_t n_tokens, int block_size) { return (n_tokens + block_size - 1) / block_size; }
+
+class PagedKvStore final : public KvStore {
+ public:
+  explicit PagedKvStore(const PagedKvStoreConfig& config);
+
+  KvSequence allocate(int64_t max_tokens) override;
+  void free(KvSequence seq) override;
+  std::span<const int32_t> block_table(KvSequence seq) const override;
+  int block_size() const override { return config_.block_size; }
+  int64_t capacity_tokens() const override { return config_.n_blocks * config_.block_size; }
+  int64_t free_tokens() const override { return static_cast<int64_t>(free_blocks_.size()) * config_.block_size; }
+
+  void attention(int layer, const ForwardBatch& batch, const float* q, const float* k, const float* v, float* out,
+                 const AttentionOptions& opt) override;
+
+  const PagedKvStoreConfig& config() const { return config_; }
+  const Tensor& keys(int layer) const { return k_[layer]; }    // [n_blocks, P, Hkv, D]
+  const Tensor& values(int layer) const { return v_[layer]; }  // [n_blocks, P, Hkv, D]
+
+ private:
+  void check_sequence(KvSequence seq) const;
+
+  PagedKvStoreConfig config_;
+  std::vector<Tensor> k_, v_;               // [L] of [n_blocks, P, Hkv, D]
+  std::vector<int32_t> free_blocks_;        // a stack of free block ids
+  std::vector<std::vector<int32_t>> tables_;  // per sequence id: its blocks (empty: id unused)
+  std::vector<int32_t> free_ids_;           // sequence ids to reuse
+  int n_workers_ = 1;
+  std::vector<float> scratch_;        // n_workers_ · paged_attention_scratch_floats
+  std::vector<int64_t> task_starts_;  // [S + 1]; grows only when a batch has more sequences than any before
+};
+
+}  // namespace lathe

@@ -1,0 +1,49 @@
+// Attention of ragged token rows against a paged KV pool, read in place (no gather copy), and the write
+// of the rows' own keys and values into their slots. Forward only: serving and generation, no autograd.
+//
+// Pool layout, per layer: K and V [n_blocks, P, Hkv, D] f32. Sequence s's KV position p lives in block
+// block_tables[s][p / P], slot p % P. Sequence s owns query rows [seq_starts[s], seq_starts[s + 1]);
+// row i (position positions[i]) sees the keys j < context_lens[s] with j <= positions[i] and, with a
+// window W, positions[i] − j < W. Rows are tiled per (sequence, KV head): the H / Hkv query heads of
+// one KV head and up to a few rows share a tile, which walks the visible blocks once with an online
+// softmax (blocks wholly outside every row's window are not read).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "lathe/base/thread_pool.h"
+#include "lathe/ops/attention.h"
+
+namespace lathe {
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;  // [N, H, D], rotated
+  float* out = nullptr;      // [N, H, D]
+  const float* k_pool = nullptr;  // [n_blocks, P, Hkv, D]
+  const float* v_pool = nullptr;  // [n_blocks, P, Hkv, D]
+  const int32_t* positions = nullptr;                 // [N]
+  const int64_t* seq_starts = nullptr;                // [S + 1]
+  const std::span<const int32_t>* block_tables = nullptr;  // [S], each >= ceil(context_lens[s] / P) blocks
+  const int64_t* context_lens = nullptr;              // [S]
+  int64_t n_seqs = 0;                                 // S
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;  // H, Hkv, D, P
+  // Workspace: task_starts [S + 1] int64, and per worker paged_attention_scratch_floats() floats.
+  int64_t* task_starts = nullptr;
+  float* scratch = nullptr;
+  int n_scratch_workers = 0;  // at most this many workers run (one scratch each)
+};
+
+// Floats of scratch one worker needs for these dims.
+int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size);
+
+// Writes k and v [N, Hkv, D] of every row into its slot (from its position and its sequence's block
+// table). Arguments as in PagedAttentionArgs; validated by the caller (the KV store).
+void paged_kv_write(const PagedAttentionArgs& args, const float* k, const float* v, float* k_pool, float* v_pool);
+
+// out = attention of every row as described above. opt.scale (0: 1/sqrt(D)), opt.window and
+// opt.softcap apply as in scaled_dot_product_attention; causality comes from the positions. The arguments
+// are validated by the caller (the KV store); no allocation; parallel over the pool's workers.
+void paged_attention(const PagedAttentionArgs& args, const AttentionOptions& opt, const ThreadPool& pool);
+
+}  // namespace lathe
