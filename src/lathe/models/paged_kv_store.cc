@@ -16,8 +16,8 @@ PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
                   c.n_layers, " H ", c.n_heads, " Hkv ", c.n_kv_heads, " D ", c.head_dim, " P ", c.block_size, " n_blocks ", c.n_blocks,
                   " n_threads ", c.n_threads);
   for (int l = 0; l < c.n_layers; ++l) {
-    k_.push_back(Tensor::zeros({c.n_blocks, c.block_size, c.n_kv_heads, c.head_dim}));
-    v_.push_back(Tensor::zeros({c.n_blocks, c.block_size, c.n_kv_heads, c.head_dim}));
+    k_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}));
+    v_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}));
   }
   // Popped from the back: block 0 first, so a fresh store hands out blocks in order.
   for (int64_t b = c.n_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));

@@ -1,6 +1,6 @@
-// The CPU KV store: a pool of fixed-size blocks allocated once, per layer K and V [n_blocks, P, Hkv, D]
-// f32, handed out to sequences whole at allocate. Attention reads the blocks in place
-// (ops/paged_attention.h).
+// The CPU KV store: a pool of fixed-size blocks allocated once, per layer K and V [n_blocks, Hkv, P, D]
+// f32 (a KV head's keys of one block contiguous), handed out to sequences whole at allocate. Attention
+// reads the blocks in place (ops/paged_attention.h).
 #pragma once
 
 #include <cstdint>
@@ -39,14 +39,14 @@ class PagedKvStore final : public KvStore {
                  const AttentionOptions& opt) override;
 
   const PagedKvStoreConfig& config() const { return config_; }
-  const Tensor& keys(int layer) const { return k_[layer]; }    // [n_blocks, P, Hkv, D]
-  const Tensor& values(int layer) const { return v_[layer]; }  // [n_blocks, P, Hkv, D]
+  const Tensor& keys(int layer) const { return k_[layer]; }    // [n_blocks, Hkv, P, D]
+  const Tensor& values(int layer) const { return v_[layer]; }  // [n_blocks, Hkv, P, D]
 
  private:
   void check_sequence(KvSequence seq) const;
 
   PagedKvStoreConfig config_;
-  std::vector<Tensor> k_, v_;               // [L] of [n_blocks, P, Hkv, D]
+  std::vector<Tensor> k_, v_;               // [L] of [n_blocks, Hkv, P, D]
   std::vector<int32_t> free_blocks_;        // a stack of free block ids
   std::vector<std::vector<int32_t>> tables_;  // per sequence id: its blocks (empty: id unused)
   std::vector<int32_t> free_ids_;           // sequence ids to reuse

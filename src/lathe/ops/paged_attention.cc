@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "lathe/base/error.h"
+#include "lathe/ops/attention_tiles.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
@@ -62,10 +63,128 @@ struct Dims {
   TileShape tile;
 };
 
+// ---- One query vector against keys [ja, je) of one block (key jl at kb + jl·ld). ----
+
+// Any D: st[jl] = q·k_jl.
+void scores_any(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float* kj = kb + jl * ld;
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t e = 0; e < D; ++e) dot += q[e] * kj[e];
+    st[jl] = dot;
+  }
+}
+
+// Any D: acc = corr·acc + Σ_jl p[jl]·v_jl.
+void pv_any(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
+#pragma omp simd
+  for (int64_t e = 0; e < D; ++e) acc[e] *= corr;
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float pj = p[jl];
+    const float* vj = vb + jl * ld;
+#pragma omp simd
+    for (int64_t e = 0; e < D; ++e) acc[e] += pj * vj[e];
+  }
+}
+
+// out[i] = x[i] folded with x[i + W] and y likewise, within each group of 2W lanes: the first W lanes of
+// a group from x, the last W from y. Four folds (W = 8, 4, 2, 1) turn 16 vectors into one vector of their
+// 16 sums, the sum of input i landing in lane bitreverse4(i).
+template <int W>
+inline void fold(const attn::f32x16& x, const attn::f32x16& y, attn::f32x16& out) {
+  using attn::f32x16;
+  if constexpr (W == 8) {
+    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+          __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  } else if constexpr (W == 4) {
+    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+          __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  } else if constexpr (W == 2) {
+    out = __builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+          __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  } else {
+    out = __builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+          __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+
+constexpr int kBitReverse4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+// D % 16 == 0: st[jl] = q·k_jl, 16 keys at a time (16 accumulators, then four folds into one vector of
+// scores), the rest one by one.
+void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+  using attn::f32x16, attn::vec_at;
+  int64_t jl = ja;
+  for (; jl + 16 <= je; jl += 16) {
+    f32x16 c[16] = {};  // c[kBitReverse4[i]] accumulates key jl + i
+    for (int64_t e = 0; e < D; e += 16) {
+      const f32x16 qv = vec_at(q + e);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) c[kBitReverse4[i]] += qv * vec_at(kb + (jl + i) * ld + e);
+    }
+    f32x16 b[8], a[4], d[2], sums;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) fold<8>(c[2 * i], c[2 * i + 1], b[i]);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) fold<4>(b[2 * i], b[2 * i + 1], a[i]);
+    fold<2>(a[0], a[1], d[0]);
+    fold<2>(a[2], a[3], d[1]);
+    fold<1>(d[0], d[1], sums);
+    vec_at(st + jl) = sums;
+  }
+  for (; jl < je; ++jl) {
+    f32x16 c = {};
+    for (int64_t e = 0; e < D; e += 16) c += vec_at(q + e) * vec_at(kb + jl * ld + e);
+    float dot = 0.f;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) dot += c[i];
+    st[jl] = dot;
+  }
+}
+
+// Columns [d0, d0 + 16·NV) of acc = corr·acc + Σ_jl p[jl·ps]·v_jl, the accumulators in registers.
+template <int NV>
+void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
+              float corr) {
+  using attn::f32x16, attn::vec_at;
+  f32x16 a[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) a[v] = corr * vec_at(acc + d0 + 16 * v);
+  for (int64_t jl = ja; jl < je; ++jl) {
+    const float pj = p[jl * ps];
+    const float* vj = vb + jl * ld + d0;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) a[v] += pj * vec_at(vj + 16 * v);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) vec_at(acc + d0 + 16 * v) = a[v];
+}
+
+// D % 16 == 0: pv_any (probabilities p[jl·ps]) in slices of up to 64 columns.
+void pv_vec(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je,
+            float corr) {
+  int64_t d0 = 0;
+  for (; d0 + 64 <= D; d0 += 64) pv_slice<4>(acc, p, ps, vb, ld, d0, ja, je, corr);
+  switch ((D - d0) / 16) {
+    case 3: pv_slice<3>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
+    case 2: pv_slice<2>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
+    case 1: pv_slice<1>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
+    default: break;
+  }
+}
+
+// Prefetches one KV head's rows [0, n) of a block (row jl at base + jl·ld, D floats).
+void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t D) {
+  for (int64_t jl = 0; jl < n; ++jl)
+    for (int64_t e = 0; e < D; e += 16) __builtin_prefetch(base + jl * ld + e);
+}
+
 // One tile: rows [r0, r0 + nr) of sequence s, query heads [h0, h0 + nh) (all of KV head hk).
+template <bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                  int64_t h0, int64_t nh, int64_t hk) {
-  const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = d.Hkv * D;
+  const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = D;  // one KV head of a block is [P, D], contiguous
   const std::span<const int32_t> table = a.block_tables[s];
   const int64_t ctx = a.context_lens[s];
   int64_t lo_min = ctx, hi_max = 0;
@@ -87,40 +206,46 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
       std::fill(w.acc + t * D, w.acc + (t + 1) * D, 0.f);
     }
   }
-  for (int64_t b = lo_min / P; b * P < hi_max; ++b) {
+  const float cap = d.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+  const int64_t b_end = (hi_max + P - 1) / P;
+  for (int64_t b = lo_min / P; b < b_end; ++b) {
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
-    const float* kb = a.k_pool + (table[b] * P * d.Hkv + hk) * D;  // key j0 + jl at kb + jl·ld_kv
-    const float* vb = a.v_pool + (table[b] * P * d.Hkv + hk) * D;
+    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
+    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
+    if (b + 1 < b_end) {  // the next block is elsewhere in the pool: no hardware prefetcher follows
+      const int64_t n_next = std::min(P, hi_max - j0 - P);
+      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+    }
     for (int64_t t = 0; t < nq; ++t) {
       const int64_t ja = std::max<int64_t>(w.lo[t] - j0, 0), je = std::min<int64_t>(w.hi[t] - j0, n);
       if (ja >= je) continue;  // this block is outside the vector's window or past its position
       float* st = w.s + t * P;
-      const float* qt = w.q + t * D;
-      float mb = -std::numeric_limits<float>::infinity();
-      for (int64_t jl = ja; jl < je; ++jl) {
-        const float* kj = kb + jl * ld_kv;
-        float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t e = 0; e < D; ++e) dot += qt[e] * kj[e];
-        if (d.softcap > 0.f) dot = d.softcap * vec::tanh(dot * (1.f / d.softcap));
-        st[jl] = dot;
-        mb = std::max(mb, dot);
+      if constexpr (kVec)
+        scores_vec(w.q + t * D, kb, ld_kv, D, ja, je, st);
+      else
+        scores_any(w.q + t * D, kb, ld_kv, D, ja, je, st);
+      if (cap > 0.f) {
+#pragma omp simd
+        for (int64_t jl = ja; jl < je; ++jl) st[jl] = cap * vec::tanh(st[jl] * inv_cap);
       }
+      float mb = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mb)
+      for (int64_t jl = ja; jl < je; ++jl) mb = mb > st[jl] ? mb : st[jl];
       const float m_new = std::max(w.m[t], mb);
-      const float corr = vec::exp(w.m[t] - m_new);  // 0 on the first block (m = −inf)
+      const float corr = vec::exp(w.m[t] - m_new);  // 0 on the vector's first block (m = −inf)
       w.m[t] = m_new;
-      float* acc = w.acc + t * D;
       float sum = 0.f;
-#pragma omp simd
-      for (int64_t e = 0; e < D; ++e) acc[e] *= corr;
+#pragma omp simd reduction(+ : sum)
       for (int64_t jl = ja; jl < je; ++jl) {
-        const float p = vec::exp(st[jl] - m_new);
-        sum += p;
-        const float* vj = vb + jl * ld_kv;
-#pragma omp simd
-        for (int64_t e = 0; e < D; ++e) acc[e] += p * vj[e];
+        st[jl] = vec::exp(st[jl] - m_new);
+        sum += st[jl];
       }
       w.l[t] = w.l[t] * corr + sum;
+      if constexpr (kVec)
+        pv_vec(w.acc + t * D, st, 1, vb, ld_kv, D, ja, je, corr);
+      else
+        pv_any(w.acc + t * D, st, vb, ld_kv, D, ja, je, corr);
     }
   }
   for (int64_t r = 0; r < nr; ++r)
@@ -134,6 +259,107 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
     }
 }
 
+
+// A full tile (D % 16 == 0, at least kWideMin vectors): the 16 query vectors are the 16 lanes. Queries
+// are transposed once per tile, so a block's scores are one vector per key (D FMAs against broadcast key
+// elements, no folds), and max, exp and the running sums run on all vectors at once.
+constexpr int kWideMin = 8;
+
+void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
+                      int64_t h0, int64_t nh, int64_t hk) {
+  using attn::f32x16, attn::vec_at;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t D = d.D, P = d.P, nq = nr * nh;
+  const std::span<const int32_t> table = a.block_tables[s];
+  const int64_t ctx = a.context_lens[s];
+  float* qt = w.q;  // [D, 16]: lane t is query vector t (zero past nq)
+  float* st = w.s;  // [P, 16]: scores, then probabilities, of key jl in row jl
+  int64_t lo_min = ctx, hi_max = 0;
+  for (int64_t t = 0; t < kTileQ; ++t) {
+    const bool live = t < nq;
+    const int64_t r = t / nh, hh = t % nh;
+    const int64_t pos = live ? a.positions[r0 + r] : 0;
+    w.hi[t] = live ? std::min(pos + 1, ctx) : 0;  // padding lanes see no key
+    w.lo[t] = live && d.window > 0 ? std::max<int64_t>(0, pos - d.window + 1) : 0;
+    if (live) {
+      lo_min = std::min(lo_min, w.lo[t]);
+      hi_max = std::max(hi_max, w.hi[t]);
+    }
+    const float* src = a.q + ((r0 + r) * d.H + h0 + hh) * D;
+    for (int64_t e = 0; e < D; ++e) qt[e * kTileQ + t] = live ? src[e] * d.scale : 0.f;
+    w.m[t] = kNegInf;
+    w.l[t] = 0.f;
+    std::fill(w.acc + t * D, w.acc + (t + 1) * D, 0.f);
+  }
+  const float cap = d.softcap, inv_cap = cap > 0.f ? 1.f / cap : 0.f;
+  const int64_t b_end = (hi_max + P - 1) / P;
+  float corr[kTileQ];
+  for (int64_t b = lo_min / P; b < b_end; ++b) {
+    const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
+    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
+    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
+    if (b + 1 < b_end) {
+      const int64_t n_next = std::min(P, hi_max - j0 - P);
+      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+    }
+    int64_t jl = 0;
+    for (; jl + 8 <= n; jl += 8) {
+      f32x16 c[8] = {};
+      for (int64_t e = 0; e < D; ++e) {
+        const f32x16 qe = vec_at(qt + e * kTileQ);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) c[i] += kb[(jl + i) * D + e] * qe;
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) vec_at(st + (jl + i) * kTileQ) = c[i];
+    }
+    for (; jl < n; ++jl) {
+      f32x16 c = {};
+      for (int64_t e = 0; e < D; ++e) c += kb[jl * D + e] * vec_at(qt + e * kTileQ);
+      vec_at(st + jl * kTileQ) = c;
+    }
+    // Softcap, then keys outside a lane's [lo, hi) to −inf; the block's max per lane.
+    float mb[kTileQ];
+    std::fill(mb, mb + kTileQ, kNegInf);
+    for (jl = 0; jl < n; ++jl) {
+      float* row = st + jl * kTileQ;
+      const int64_t j = j0 + jl;
+#pragma omp simd
+      for (int t = 0; t < kTileQ; ++t) {
+        const float x = cap > 0.f ? cap * vec::tanh(row[t] * inv_cap) : row[t];
+        row[t] = j >= w.lo[t] && j < w.hi[t] ? x : kNegInf;
+        mb[t] = mb[t] > row[t] ? mb[t] : row[t];
+      }
+    }
+    float m_use[kTileQ];  // the new running max, 0 where a lane has seen no key yet (keeps exp off −inf − −inf)
+#pragma omp simd
+    for (int t = 0; t < kTileQ; ++t) {
+      const float m_new = w.m[t] > mb[t] ? w.m[t] : mb[t];
+      m_use[t] = m_new == kNegInf ? 0.f : m_new;
+      corr[t] = vec::exp(w.m[t] - m_use[t]);
+      w.m[t] = m_new;
+      w.l[t] *= corr[t];
+    }
+    for (jl = 0; jl < n; ++jl) {
+      float* row = st + jl * kTileQ;
+#pragma omp simd
+      for (int t = 0; t < kTileQ; ++t) {
+        row[t] = vec::exp(row[t] - m_use[t]);
+        w.l[t] += row[t];
+      }
+    }
+    for (int64_t t = 0; t < nq; ++t) pv_vec(w.acc + t * D, st + t, kTileQ, vb, D, D, 0, n, corr[t]);
+  }
+  for (int64_t t = 0; t < nq; ++t) {
+    const float inv = 1.f / w.l[t];
+    const float* acc = w.acc + t * D;
+    float* dst = a.out + ((r0 + t / nh) * d.H + h0 + t % nh) * D;
+#pragma omp simd
+    for (int64_t e = 0; e < D; ++e) dst[e] = acc[e] * inv;
+  }
+}
+
 }  // namespace
 
 int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size) {
@@ -142,13 +368,15 @@ int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim
 }
 
 void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, float* k_pool, float* v_pool) {
-  const int64_t row = static_cast<int64_t>(a.n_kv_heads) * a.head_dim, P = a.block_size;
+  const int64_t Hkv = a.n_kv_heads, D = a.head_dim, P = a.block_size;
   for (int64_t s = 0; s < a.n_seqs; ++s)
     for (int64_t i = a.seq_starts[s]; i < a.seq_starts[s + 1]; ++i) {
-      const int64_t pos = a.positions[i];
-      const int64_t slot = static_cast<int64_t>(a.block_tables[s][pos / P]) * P + pos % P;
-      std::memcpy(k_pool + slot * row, k + i * row, row * sizeof(float));
-      std::memcpy(v_pool + slot * row, v + i * row, row * sizeof(float));
+      const int64_t pos = a.positions[i], block = a.block_tables[s][pos / P];
+      for (int64_t hk = 0; hk < Hkv; ++hk) {
+        const int64_t slot = ((block * Hkv + hk) * P + pos % P) * D;
+        std::memcpy(k_pool + slot, k + (i * Hkv + hk) * D, D * sizeof(float));
+        std::memcpy(v_pool + slot, v + (i * Hkv + hk) * D, D * sizeof(float));
+      }
     }
 }
 
@@ -183,7 +411,12 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
       const int64_t nr = std::min<int64_t>(d.tile.rows, a.seq_starts[s + 1] - r0);
       const int64_t h0 = hk * group + part * d.tile.heads;
       const int64_t nh = std::min<int64_t>(d.tile.heads, (hk + 1) * group - h0);
-      attend_tile(a, d, w, s, r0, nr, h0, nh, hk);
+      if (d.D % 16 == 0 && nr * nh >= kWideMin)
+        attend_tile_wide(a, d, w, s, r0, nr, h0, nh, hk);
+      else if (d.D % 16 == 0)
+        attend_tile<true>(a, d, w, s, r0, nr, h0, nh, hk);
+      else
+        attend_tile<false>(a, d, w, s, r0, nr, h0, nh, hk);
     }
   });
 }

@@ -1,7 +1,8 @@
 // Attention of ragged token rows against a paged KV pool, read in place (no gather copy), and the write
 // of the rows' own keys and values into their slots. Forward only: serving and generation, no autograd.
 //
-// Pool layout, per layer: K and V [n_blocks, P, Hkv, D] f32. Sequence s's KV position p lives in block
+// Pool layout, per layer: K and V [n_blocks, Hkv, P, D] f32 (one KV head's keys of a block are
+// contiguous: read with a stride of Hkv·D, 4 KiB at Hkv·D = 1024, all keys of a block fell in one L1 set). Sequence s's KV position p lives in block
 // block_tables[s][p / P], slot p % P. Sequence s owns query rows [seq_starts[s], seq_starts[s + 1]);
 // row i (position positions[i]) sees the keys j < context_lens[s] with j <= positions[i] and, with a
 // window W, positions[i] − j < W. Rows are tiled per (sequence, KV head): the H / Hkv query heads of
@@ -20,8 +21,8 @@ namespace lathe {
 struct PagedAttentionArgs {
   const float* q = nullptr;  // [N, H, D], rotated
   float* out = nullptr;      // [N, H, D]
-  const float* k_pool = nullptr;  // [n_blocks, P, Hkv, D]
-  const float* v_pool = nullptr;  // [n_blocks, P, Hkv, D]
+  const float* k_pool = nullptr;  // [n_blocks, Hkv, P, D]
+  const float* v_pool = nullptr;  // [n_blocks, Hkv, P, D]
   const int32_t* positions = nullptr;                 // [N]
   const int64_t* seq_starts = nullptr;                // [S + 1]
   const std::span<const int32_t>* block_tables = nullptr;  // [S], each >= ceil(context_lens[s] / P) blocks

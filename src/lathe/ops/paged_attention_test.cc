@@ -42,7 +42,7 @@ struct Batch {
   std::vector<int32_t> positions;
   std::vector<std::vector<int32_t>> tables;
   std::vector<std::span<const int32_t>> spans;
-  std::vector<float> q, k, v, k_pool, v_pool;  // q [N, H, D]; k, v [N, Hkv, D]; pools [n_blocks, P, Hkv, D]
+  std::vector<float> q, k, v, k_pool, v_pool;  // q [N, H, D]; k, v [N, Hkv, D]; pools [n_blocks, Hkv, P, D]
 
   Batch(const Case& cs, uint32_t seed) : c(cs) {
     std::mt19937 rng(seed);
@@ -72,7 +72,10 @@ struct Batch {
     v_pool = uniform(n_blocks * c.P * c.Hkv * c.D, rng);
   }
 
-  int64_t slot(int64_t s, int64_t p) const { return static_cast<int64_t>(tables[s][p / c.P]) * c.P + p % c.P; }
+  // Element offset of sequence s's position p, KV head hk, in a pool.
+  int64_t at(int64_t s, int64_t p, int64_t hk) const {
+    return ((static_cast<int64_t>(tables[s][p / c.P]) * c.Hkv + hk) * c.P + p % c.P) * c.D;
+  }
 
   PagedAttentionArgs args(float* out, std::vector<int64_t>& task_starts, std::vector<float>& scratch,
                           int n_workers) const {
@@ -91,13 +94,14 @@ struct Batch {
 
 // The pool after the rows' k/v are written, by direct indexing (independent of paged_kv_write).
 void write_expected(const Batch& b, std::vector<float>& kp, std::vector<float>& vp) {
-  const int64_t row = b.c.Hkv * b.c.D;
+  const int64_t D = b.c.D;
   for (size_t s = 0; s < b.c.seqs.size(); ++s)
     for (int64_t i = b.seq_starts[s]; i < b.seq_starts[s + 1]; ++i)
-      for (int64_t e = 0; e < row; ++e) {
-        kp[b.slot(s, b.positions[i]) * row + e] = b.k[i * row + e];
-        vp[b.slot(s, b.positions[i]) * row + e] = b.v[i * row + e];
-      }
+      for (int64_t hk = 0; hk < b.c.Hkv; ++hk)
+        for (int64_t e = 0; e < D; ++e) {
+          kp[b.at(s, b.positions[i], hk) + e] = b.k[(i * b.c.Hkv + hk) * D + e];
+          vp[b.at(s, b.positions[i], hk) + e] = b.v[(i * b.c.Hkv + hk) * D + e];
+        }
 }
 
 // Runs paged_kv_write + paged_attention on a pool of n_threads workers; returns out [N, H, D].
@@ -184,10 +188,11 @@ TEST(PagedAttention, ReferenceAgreesWithContiguousAttention) {
   const int64_t S = b.context_lens[0], row = c.Hkv * c.D;
   std::vector<float> kc(S * row), vc(S * row), paged(b.N * c.H * c.D), contiguous(paged.size());
   for (int64_t p = 0; p < S; ++p)
-    for (int64_t e = 0; e < row; ++e) {
-      kc[p * row + e] = kp[b.slot(0, p) * row + e];
-      vc[p * row + e] = vp[b.slot(0, p) * row + e];
-    }
+    for (int64_t hk = 0; hk < c.Hkv; ++hk)
+      for (int64_t e = 0; e < c.D; ++e) {
+        kc[(p * c.Hkv + hk) * c.D + e] = kp[b.at(0, p, hk) + e];
+        vc[(p * c.Hkv + hk) * c.D + e] = vp[b.at(0, p, hk) + e];
+      }
   ref::paged_attention(b.q.data(), kp.data(), vp.data(), paged.data(), b.positions.data(), b.seq_starts.data(),
                        b.spans.data(), b.context_lens.data(), 1, c.H, c.Hkv, c.D, c.P, b.scale(), c.opt.window, 0.0);
   ref::scaled_dot_product_attention(b.q.data(), kc.data(), vc.data(), contiguous.data(), 1, b.N, S, c.H, c.Hkv, c.D,

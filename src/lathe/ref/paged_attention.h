@@ -10,7 +10,7 @@
 
 namespace lathe::ref {
 
-// q and out [N, H, D]; k_pool and v_pool [n_blocks, P, Hkv, D]; positions [N]; seq_starts [S + 1];
+// q and out [N, H, D]; k_pool and v_pool [n_blocks, Hkv, P, D]; positions [N]; seq_starts [S + 1];
 // block_tables[s][b] the pool block of sequence s's positions [b·P, (b + 1)·P); context_lens [S].
 // Row i of sequence s sees key j iff j < context_lens[s], j <= positions[i] and (window == 0 or
 // positions[i] − j < window). window 0 = none; softcap 0 = off.
@@ -25,7 +25,7 @@ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T* out, const
     // Element offset of key position j, kv head hk, in the pool.
     auto at = [&](int64_t j, int64_t hk) {
       const int64_t block = block_tables[s][j / block_size];
-      return ((block * block_size + j % block_size) * n_kv_heads + hk) * head_dim;
+      return ((block * n_kv_heads + hk) * block_size + j % block_size) * head_dim;
     };
     std::vector<double> sc(S);
     for (int64_t i = seq_starts[s]; i < seq_starts[s + 1]; ++i) {
