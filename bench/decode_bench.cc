@@ -1,14 +1,16 @@
-// Batch-1 decode speed with the KV cache against the memory-bandwidth roofline.
+// Decode speed over the paged KV store against the memory-bandwidth roofline: one sequence, or B
+// sequences decoding together (one ForwardBatch of B rows per step, so the weights are read once per step).
 //
 //   BM_Bandwidth_ReadOnly_1GB/threads:N   sum over a 1 GiB f32 array (best of 3 passes)
 //   BM_Bandwidth_Triad/threads:N          a[i] = b[i] + s*c[i] over 3 x 512 MiB (STREAM counting: 3 arrays)
 //   BM_Decode_Llama1B_<DT>/threads:N      generate(): a 16-token prompt, then 64 new tokens, greedy
+//   BM_Decode_Llama1B_<DT>/batch:B/threads:N  generate_batch() of B such prompts (different tokens)
 //
 // Every decode repetition is bracketed by a read-only probe and a triad probe on the same thread count
 // (right before and right after the generate call), so each tokens/s is printed next to the bandwidth
 // measured around it:
-//   roofline tokens/s = bandwidth / weight bytes per token
-//   weight bytes per token = the bytes of every matrix read once per token, in its loaded dtype:
+//   roofline tokens/s = B x bandwidth / weight bytes per step (B = 1: per token)
+//   weight bytes per step = the bytes of every matrix read once per step, in its loaded dtype:
 //       per layer q, k, v, o, gate, up, down; plus the head (the tied embedding, V x C) once.
 //     Not counted (each < 0.1% here): the embedding row gathered, the norm vectors, the KV cache read
 //     (16 layers x 2 x 512 x <= 80 positions x 4 B <= 5.2 MB at the end of the run).
@@ -16,12 +18,14 @@
 //   roofline_pct_triad = the same against the triad bandwidth
 // The bandwidth used is the mean of the probes before and after; bw_drift_pct reports how far they
 // differ (over 10%: the host's bandwidth moved during the run, rerun).
-// decode tokens/s = (new tokens - 1) / GenerateResult::decode_seconds: the first new token comes from the
-// prefill logits, so the decode loop runs new - 1 forwards.
+// decode tokens/s = B (new tokens - 1) / GenerateResult::decode_seconds: the first new token comes from
+// the prefill logits, so the decode loop runs new - 1 forwards of B rows. A step reads the weights once
+// for its B rows, so the roofline is B x bandwidth / weight bytes per step (roofline_pct compares the
+// steps/s), and achieved_GB/s counts the weights once per step.
 //
 // Model folders: --f32=DIR --bf16=DIR, or LATHE_BENCH_LLAMA1B_F32 / LATHE_BENCH_LLAMA1B_BF16 (written by
 // ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16); absent ones are skipped.
-// Other flags: --threads=1,2 --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
+// Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
 #include <benchmark/benchmark.h>
 
 #include "bench_defaults.h"
@@ -175,6 +179,7 @@ class Probe {
 struct Flags {
   std::string f32_dir, bf16_dir;
   std::vector<int> threads = {1, 2};
+  std::vector<int> batch = {1};  // sequences decoding together
   int prompt = 16, new_tokens = 64;
   bool probe_benchmarks = true;
 };
@@ -182,6 +187,18 @@ struct Flags {
 std::string env_or(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
+}
+
+// "1,2,4" -> {1, 2, 4}.
+std::vector<int> int_list(const std::string& v) {
+  std::vector<int> out;
+  for (size_t p = 0; p < v.size();) {
+    size_t q = v.find(',', p);
+    if (q == std::string::npos) q = v.size();
+    out.push_back(std::stoi(v.substr(p, q - p)));
+    p = q + 1;
+  }
+  return out;
 }
 
 bool parse_flags(int argc, char** argv, Flags& f) {
@@ -201,19 +218,20 @@ bool parse_flags(int argc, char** argv, Flags& f) {
     if (value("new", v)) { f.new_tokens = std::stoi(v); continue; }
     if (a == "--no_probe_benchmarks") { f.probe_benchmarks = false; continue; }
     if (value("threads", v)) {
-      f.threads.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        if (q == std::string::npos) q = v.size();
-        f.threads.push_back(std::stoi(v.substr(p, q - p)));
-        p = q + 1;
-      }
+      f.threads = int_list(v);
+      continue;
+    }
+    if (value("batch", v)) {
+      f.batch = int_list(v);
       continue;
     }
     std::fprintf(stderr, "decode_bench: unknown flag %s\n", a.c_str());
     return false;
   }
-  return f.prompt >= 1 && f.new_tokens >= 2;
+  const auto positive = [](const std::vector<int>& v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](int x) { return x >= 1; });
+  };
+  return f.prompt >= 1 && f.new_tokens >= 2 && positive(f.threads) && positive(f.batch);
 }
 
 // Bytes of every matrix read once per decoded token (see the header comment).
@@ -277,52 +295,58 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
   const double wbytes = weight_bytes_per_token(*model);
   std::fprintf(stderr, "decode_bench: llama-1B %s from %s: %lld params, %.3f GB of weights read per token\n",
                label.c_str(), dir.c_str(), static_cast<long long>(model->n_params()), wbytes / 1e9);
-  std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(model->config().vocab_size - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(f.prompt));
-  for (auto& x : prompt) x = dist(rng);
   const int new_tokens = f.new_tokens;
-  for (int n : f.threads) {
-    auto warmed = std::make_shared<bool>(false);
-    benchmark::RegisterBenchmark(
-        ("BM_Decode_Llama1B_" + label + "/threads:" + std::to_string(n)).c_str(),
-        [model, probe, prompt, new_tokens, wbytes, n, warmed](benchmark::State& st) {
-          Context ctx(n);
-          ContextScope scope(ctx);
-          lathe::GenerateOptions opts;
-          opts.max_new_tokens = new_tokens;  // greedy (default sampling), no stop tokens
-          if (!*warmed) {  // pages the mapped weights in and settles the allocator; untimed
-            lathe::GenerateOptions w = opts;
-            w.max_new_tokens = 4;
-            benchmark::DoNotOptimize(lathe::generate(*model, prompt, w).tokens.size());
-            *warmed = true;
-          }
-          const double read0 = probe->read_gbps(ctx), triad0 = probe->triad_gbps(ctx);
-          lathe::GenerateResult r;
-          for (auto _ : st) {
-            r = lathe::generate(*model, prompt, opts);
-            st.SetIterationTime(r.decode_seconds);
-          }
-          const double read1 = probe->read_gbps(ctx), triad1 = probe->triad_gbps(ctx);
-          const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
-          const double tps = static_cast<double>(n_new - 1) / r.decode_seconds;
-          const double read = 0.5 * (read0 + read1), triad = 0.5 * (triad0 + triad1);
-          st.counters["decode_tok/s"] = tps;
-          st.counters["prefill_tok/s"] = static_cast<double>(r.n_prompt) / r.prefill_seconds;
-          st.counters["weight_GB/tok"] = wbytes / 1e9;
-          st.counters["read_GB/s"] = read;
-          st.counters["triad_GB/s"] = triad;
-          st.counters["achieved_GB/s"] = tps * wbytes / 1e9;
-          st.counters["roofline_pct_read"] = 100.0 * tps / (read * 1e9 / wbytes);
-          st.counters["roofline_pct_triad"] = 100.0 * tps / (triad * 1e9 / wbytes);
-          st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
-          st.counters["read_before_GB/s"] = read0;  // which side of the run a drift came from
-          st.counters["read_after_GB/s"] = read1;
-          st.counters["threads"] = n;
-        })
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(1);
+  for (int B : f.batch) {
+    std::mt19937 rng(42);  // prompt 0 is the same at every batch size
+    std::uniform_int_distribution<int32_t> dist(3, static_cast<int32_t>(model->config().vocab_size - 1));
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(B), std::vector<int32_t>(static_cast<size_t>(f.prompt)));
+    for (auto& p : prompts)
+      for (auto& x : p) x = dist(rng);
+    const std::string batch_part = B == 1 ? "" : "/batch:" + std::to_string(B);
+    for (int n : f.threads) {
+      auto warmed = std::make_shared<bool>(false);
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_Llama1B_" + label + batch_part + "/threads:" + std::to_string(n)).c_str(),
+          [model, probe, prompts, new_tokens, wbytes, n, B, warmed](benchmark::State& st) {
+            Context ctx(n);
+            ContextScope scope(ctx);
+            lathe::GenerateOptions opts;
+            opts.max_new_tokens = new_tokens;  // greedy (default sampling), no stop tokens
+            if (!*warmed) {  // pages the mapped weights in and settles the allocator; untimed
+              lathe::GenerateOptions w = opts;
+              w.max_new_tokens = 4;
+              benchmark::DoNotOptimize(lathe::generate_batch(*model, prompts, w).size());
+              *warmed = true;
+            }
+            const double read0 = probe->read_gbps(ctx), triad0 = probe->triad_gbps(ctx);
+            lathe::GenerateResult r;
+            for (auto _ : st) {
+              r = lathe::generate_batch(*model, prompts, opts)[0];
+              st.SetIterationTime(r.decode_seconds);
+            }
+            const double read1 = probe->read_gbps(ctx), triad1 = probe->triad_gbps(ctx);
+            const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
+            const double steps = static_cast<double>(n_new - 1) / r.decode_seconds;  // forwards per second
+            const double tps = B * steps;
+            const double read = 0.5 * (read0 + read1), triad = 0.5 * (triad0 + triad1);
+            st.counters["decode_tok/s"] = tps;
+            st.counters["prefill_tok/s"] = static_cast<double>(B * r.n_prompt) / r.prefill_seconds;
+            st.counters["weight_GB/tok"] = wbytes / 1e9 / B;
+            st.counters["read_GB/s"] = read;
+            st.counters["triad_GB/s"] = triad;
+            st.counters["achieved_GB/s"] = steps * wbytes / 1e9;
+            st.counters["roofline_pct_read"] = 100.0 * steps / (read * 1e9 / wbytes);
+            st.counters["roofline_pct_triad"] = 100.0 * steps / (triad * 1e9 / wbytes);
+            st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
+            st.counters["read_before_GB/s"] = read0;  // which side of the run a drift came from
+            st.counters["read_after_GB/s"] = read1;
+            st.counters["threads"] = n;
+            st.counters["batch"] = B;
+          })
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
+    }
   }
 }
 

@@ -24,15 +24,11 @@ TEST(DocumentMasking, PackedDocumentsEqualSeparateRuns) {
     for (int i = 0; i < 7; ++i) b.push_back(static_cast<int32_t>((i * 53 + 11) % V));
     row = a;
     row.insert(row.end(), b.begin(), b.end());
-    std::vector<int32_t> pos, start;
-    for (int i = 0; i < 12; ++i) {
-      pos.push_back(i < 5 ? i : i - 5);
-      start.push_back(i < 5 ? 0 : 5);
-    }
-    const DocumentLayout docs{Tensor::from_data_i32({1, 12}, pos), Tensor::from_data_i32({1, 12}, start)};
-    const Tensor packed = decoder_hidden(m->config(), m->weights(), Tensor::from_data_i32({1, 12}, row), nullptr, &docs);
-    const Tensor alone_a = decoder_hidden(m->config(), m->weights(), Tensor::from_data_i32({1, 5}, a), nullptr);
-    const Tensor alone_b = decoder_hidden(m->config(), m->weights(), Tensor::from_data_i32({1, 7}, b), nullptr);
+    std::vector<int32_t> pos;
+    for (int i = 0; i < 12; ++i) pos.push_back(i < 5 ? i : i - 5);
+    const Tensor packed = m->hidden(ForwardBatch::packed(row, pos));  // positions restart: two sequences
+    const Tensor alone_a = m->hidden(ForwardBatch::rows(Tensor::from_data_i32({1, 5}, a)));
+    const Tensor alone_b = m->hidden(ForwardBatch::rows(Tensor::from_data_i32({1, 7}, b)));
     const auto p = packed.to_vector(), va = alone_a.to_vector(), vb = alone_b.to_vector();
     const int64_t C = m->config().hidden;
     double worst = 0;
@@ -40,7 +36,7 @@ TEST(DocumentMasking, PackedDocumentsEqualSeparateRuns) {
     for (int64_t i = 0; i < 7 * C; ++i) worst = std::max(worst, std::fabs(double(p[5 * C + i]) - vb[i]));
     EXPECT_LT(worst, 1e-5);
     // Without the layout, document B sees document A: different states (the test can fail).
-    const Tensor unmasked = decoder_hidden(m->config(), m->weights(), Tensor::from_data_i32({1, 12}, row), nullptr);
+    const Tensor unmasked = m->hidden(ForwardBatch::rows(Tensor::from_data_i32({1, 12}, row)));
     const auto u = unmasked.to_vector();
     double diff = 0;
     for (int64_t i = 0; i < 7 * C; ++i) diff = std::max(diff, std::fabs(double(u[5 * C + i]) - vb[i]));

@@ -13,6 +13,7 @@
 #include "lathe/io/safetensors.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
+#include "lathe/models/paged_kv_store.h"
 
 namespace lathe {
 namespace {
@@ -117,7 +118,8 @@ TEST_P(ModelParity, GreedyWithKvCacheMatchesReference) {
   EXPECT_EQ(r.tokens, want);
 }
 
-// The cached (incremental) forward and the full forward agree at every position.
+// The cached (incremental) forward over a KV store, one decode row per step, and the full forward
+// agree at every position.
 TEST_P(ModelParity, CachedForwardMatchesFullForward) {
   Fixture f = load_fixture(GetParam());
   auto m = Model::load(f.dir, {.force_f32 = true});
@@ -125,11 +127,16 @@ TEST_P(ModelParity, CachedForwardMatchesFullForward) {
   Tensor row = f.ids.select(0, 0).contiguous();
   const int64_t T = row.numel();
   Tensor full = m->forward(row.view({1, T}));  // [1, T, V]
-  KvCache cache = m->make_cache(T);
-  const int32_t* ip = row.data<int32_t>();
+  const ModelConfig& c = m->config();
+  PagedKvStore store({.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
+                      .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
+                      .n_blocks = kv_blocks_for(T, kDefaultKvBlockSize)});
+  const KvSequence seq = store.allocate(T);
+  const std::span<const int32_t> ids(row.data<int32_t>(), static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
-    Tensor step = m->forward_cached({ip[t]}, cache);
-    EXPECT_LE(max_abs_diff(step, full.select(1, t).select(0, 0)), 1e-4) << "position " << t;
+    const SequenceChunk chunk{.tokens = ids.subspan(t, 1), .start = t, .block_table = store.block_table(seq)};
+    Tensor step = m->forward(cached_batch(store, {&chunk, 1}));  // [1, V]
+    EXPECT_LE(max_abs_diff(step.select(0, 0), full.select(1, t).select(0, 0)), 1e-4) << "position " << t;
   }
 }
 

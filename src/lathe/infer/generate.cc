@@ -5,43 +5,88 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
+#include "lathe/models/paged_kv_store.h"
 
 namespace lathe {
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
-  LATHE_CHECK_ARG(!prompt.empty(), "[generate] empty prompt");
+  return generate_batch(model, {prompt}, opts)[0];
+}
+
+std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                           const GenerateOptions& opts) {
+  LATHE_CHECK_ARG(!prompts.empty(), "[generate] no prompts");
   LATHE_CHECK_ARG(opts.max_new_tokens >= 0, "[generate] max_new_tokens must be >= 0, got ", opts.max_new_tokens);
   LATHE_CHECK_ARG(opts.min_new_tokens >= 0, "[generate] min_new_tokens must be >= 0, got ", opts.min_new_tokens);
-  Sampler sampler(opts.sampling);  // checks the sampling options before any work
-  // Positions the cache holds: the prompt and every sampled token but the last, which is never fed back.
-  const int64_t n_ctx = model.config().max_positions;
-  const int64_t n_fed = static_cast<int64_t>(prompt.size()) + std::max(0, opts.max_new_tokens - 1);
-  LATHE_CHECK_ARG(n_fed <= n_ctx, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
-                  opts.max_new_tokens, ") needs ", n_fed, " positions, beyond the model's context of ", n_ctx,
-                  " (max_position_embeddings)");
-  check_token_ids(prompt, model.config().vocab_size, "[generate] prompt");
-  NoGradGuard no_grad;
-  using clock = std::chrono::steady_clock;
-  GenerateResult r;
-  r.tokens = prompt;
-  r.n_prompt = static_cast<int64_t>(prompt.size());
-  KvCache cache = model.make_cache(n_fed);
-  const int64_t V = model.config().vocab_size;
-
-  auto t0 = clock::now();
-  Tensor logits = model.forward_cached(prompt, cache);
-  r.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  t0 = clock::now();
-  for (int i = 0; i < opts.max_new_tokens; ++i) {
-    const int32_t next = sampler.sample(logits.data<float>(), V);
-    r.tokens.push_back(next);
-    if (opts.on_token) opts.on_token(next);
-    const bool stop = i + 1 >= opts.min_new_tokens &&
-                      std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(), next) != opts.stop_token_ids.end();
-    if (stop || i + 1 == opts.max_new_tokens) break;
-    logits = model.forward_cached({next}, cache);
+  LATHE_CHECK_ARG(!opts.on_token || prompts.size() == 1, "[generate] on_token streams one prompt, got ",
+                  prompts.size());
+  const ModelConfig& c = model.config();
+  std::vector<Sampler> samplers;  // checks the sampling options before any work
+  for (size_t s = 0; s < prompts.size(); ++s) samplers.emplace_back(opts.sampling);
+  // Positions the store holds per sequence: the prompt and every sampled token but the last, which is
+  // never fed back.
+  std::vector<int64_t> n_fed;
+  int64_t n_blocks = 0;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    LATHE_CHECK_ARG(!prompt.empty(), "[generate] empty prompt");
+    const int64_t n = static_cast<int64_t>(prompt.size()) + std::max(0, opts.max_new_tokens - 1);
+    LATHE_CHECK_ARG(n <= c.max_positions, "[generate] prompt (", prompt.size(), " tokens) + max_new_tokens (",
+                    opts.max_new_tokens, ") needs ", n, " positions, beyond the model's context of ", c.max_positions,
+                    " (max_position_embeddings)");
+    check_token_ids(prompt, c.vocab_size, "[generate] prompt");
+    n_fed.push_back(n);
+    n_blocks += kv_blocks_for(n, kDefaultKvBlockSize);
   }
-  r.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  NoGradGuard no_grad;
+  PagedKvStore store({.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
+                      .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
+                      .n_blocks = n_blocks});
+  const int64_t S = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
+  std::vector<GenerateResult> r(S);
+  std::vector<KvSequence> seqs;
+  std::vector<SequenceChunk> chunks;  // this step's rows: the prompts, then one token per live sequence
+  for (int64_t s = 0; s < S; ++s) {
+    r[s].tokens = prompts[s];
+    r[s].n_prompt = static_cast<int64_t>(prompts[s].size());
+    seqs.push_back(store.allocate(n_fed[s]));
+    chunks.push_back({.tokens = r[s].tokens, .start = 0, .block_table = store.block_table(seqs.back())});
+  }
+  std::vector<int64_t> live(S);  // live[j]: the sequence of chunk j (and of logits row j)
+  for (int64_t s = 0; s < S; ++s) live[s] = s;
+
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  Tensor logits = model.forward(cached_batch(store, chunks));  // [S, V]: each prompt's last row
+  const double prefill = std::chrono::duration<double>(clock::now() - t0).count();
+  t0 = clock::now();
+  for (int i = 0; i < opts.max_new_tokens && !live.empty(); ++i) {
+    std::vector<int64_t> next_live;
+    for (size_t j = 0; j < live.size(); ++j) {
+      const int64_t s = live[j];
+      const int32_t next = samplers[s].sample(logits.data<float>() + static_cast<int64_t>(j) * V, V);
+      r[s].tokens.push_back(next);
+      if (opts.on_token) opts.on_token(next);
+      const bool stop = i + 1 >= opts.min_new_tokens && std::find(opts.stop_token_ids.begin(),
+                                                                  opts.stop_token_ids.end(), next) != opts.stop_token_ids.end();
+      if (!stop) next_live.push_back(s);
+    }
+    live = std::move(next_live);
+    if (live.empty() || i + 1 == opts.max_new_tokens) break;
+    chunks.clear();
+    for (const int64_t s : live) {
+      const std::vector<int32_t>& t = r[s].tokens;
+      chunks.push_back({.tokens = std::span<const int32_t>(t).last(1),
+                        .start = static_cast<int64_t>(t.size()) - 1,
+                        .block_table = store.block_table(seqs[s])});
+    }
+    logits = model.forward(cached_batch(store, chunks));  // [live, V]
+  }
+  const double decode = std::chrono::duration<double>(clock::now() - t0).count();
+  for (GenerateResult& g : r) {
+    g.prefill_seconds = prefill;
+    g.decode_seconds = decode;
+  }
+  for (const KvSequence& q : seqs) store.free(q);
   return r;
 }
 

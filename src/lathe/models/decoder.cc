@@ -1,7 +1,12 @@
 // The one decoder every family runs (DESIGN.md): embedding -> L x (attention block, MLP block) -> final
-// norm. Families differ only through ModelConfig (norm kind and placement, biases, q/k norms, rotary or
-// learned positions, windows, soft-capping, dense / gated / sparse MLP).
+// norm, over the N rows of a ForwardBatch as [N, C] activations. Families differ only through
+// ModelConfig (norm kind and placement, biases, q/k norms, rotary or learned positions, windows,
+// soft-capping, dense / gated / sparse MLP). The batch decides only how attention sees the rows:
+//   no store, B equal rows at 0..T-1 (training): the [B, T] attention;
+//   no store, any other sequences (packed documents): a [1, N] view, each row's keys from its sequence start;
+//   a KV store (prefill chunks, decode rows, mixes): KvStore::attention over each sequence's cached keys.
 #include "lathe/autograd/node.h"
+#include "lathe/models/kv_store.h"
 #include "lathe/models/model.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/attention.h"
@@ -19,10 +24,42 @@
 namespace lathe {
 namespace {
 
-// A matmul input: rounded to bf16 in bf16 compute when the weight is a bf16 copy (forward_cached reads
-// the f32 masters and stays f32); norms, softmax and residuals stay f32.
-Tensor mm_in(const ModelConfig& c, const Tensor& x, const Tensor& w) {
-  return c.bf16_compute && w.dtype() == DType::kBF16 ? to_bf16(x) : x;
+// How attention sees the N rows (kept by value: a recomputed layer re-reads it during the backward,
+// after the batch may be gone).
+struct RowLayout {
+  int64_t B = 1, T = 0;     // the [B, T] view of the rows: (B, T) for equal rows, else (1, N)
+  Tensor rope_positions;    // int32 [T]: shared by the B rows
+  Tensor key_start;         // int32 [1, N]: packed sequences' first rows; undefined for equal rows
+  const ForwardBatch* cached = nullptr;  // the batch, when it runs over a KV store (no autograd)
+};
+
+RowLayout row_layout(const ForwardBatch& batch) {
+  RowLayout r;
+  const int64_t N = batch.n_rows();
+  if (batch.kv) {
+    r.T = N;
+    r.rope_positions = batch.positions;
+    r.cached = &batch;
+  } else if (const int64_t B = batch.equal_rows()) {
+    r.B = B;
+    r.T = N / B;
+    r.rope_positions = batch.positions.slice(0, 0, r.T);  // 0..T-1
+  } else {
+    r.T = N;
+    r.rope_positions = batch.positions;
+    r.key_start = Tensor::empty({1, N}, DType::kI32);
+    int32_t* ks = r.key_start.data<int32_t>();
+    for (int64_t s = 0; s < batch.n_seqs(); ++s)
+      for (int64_t i = batch.seq_starts[s]; i < batch.seq_starts[s + 1]; ++i)
+        ks[i] = static_cast<int32_t>(batch.seq_starts[s]);
+  }
+  return r;
+}
+
+// A matmul input: rounded to bf16 in bf16 compute when the weight is a bf16 copy; norms, softmax and
+// residuals stay f32.
+Tensor mm_in(const ForwardOptions& o, const Tensor& x, const Tensor& w) {
+  return o.bf16 && w.dtype() == DType::kBF16 ? to_bf16(x) : x;
 }
 
 Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -30,11 +67,12 @@ Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor
   return rms_norm(x, w, c.norm_eps, c.norm_weight_offset);
 }
 
-// x [B, T, C] -> attention output projected back to [B, T, C].
-Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x_in,
-                       const Tensor& positions, const Tensor& key_start, int layer, KvCache* cache) {
-  const int64_t B = x_in.size(0), T = x_in.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  const Tensor x = mm_in(c, x_in, w.wq);
+// x [N, C] -> attention output projected back to [N, C].
+Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w,
+                       std::span<const float> inv_freq, const RowLayout& rows, const ForwardOptions& o,
+                       const Tensor& x_in, int layer) {
+  const int64_t N = x_in.size(0), B = rows.B, T = rows.T, H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
+  const Tensor x = mm_in(o, x_in, w.wq);
   Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
   auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
   Tensor k = reshape(k_flat, {B, T, Hkv, D});
@@ -44,48 +82,47 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
     k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);
   }
   if (!c.learned_positions) {
-    const std::vector<float> inv_freq = rope_inv_freq(lc.rope);
-    q = rope(q, positions, inv_freq);
-    k = rope(k, positions, inv_freq);
+    q = rope(q, rows.rope_positions, inv_freq);
+    k = rope(k, rows.rope_positions, inv_freq);
   }
   AttentionOptions opts;
   opts.scale = c.attn_scale;
   opts.causal = true;
   opts.window = lc.window;
   opts.softcap = c.attn_softcap;
-  opts.key_start = key_start;  // document masking (undefined: off)
-  Tensor attn;
-  if (cache) {
-    const int64_t start = cache->length();
-    LATHE_CHECK_ARG(start + T <= cache->capacity(), "[generate] KV cache of ", cache->capacity(),
-                    " tokens is full (", start, " cached + ", T, " new)");
-    cache->keys(layer).slice(1, start, start + T).copy_from(k);
-    cache->values(layer).slice(1, start, start + T).copy_from(v);
-    opts.q_offset = start;
-    attn = scaled_dot_product_attention(q, cache->keys(layer).slice(1, 0, start + T),
-                                        cache->values(layer).slice(1, 0, start + T), opts);
+  Tensor attn;  // [N, H * D]
+  if (rows.cached) {
+    LATHE_CHECK_ARG(!grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
+                    "[decoder] a forward over a KV store records no gradients (run it under NoGradGuard)");
+    q = q.contiguous();
+    k = k.contiguous();
+    v = v.contiguous();
+    attn = Tensor::empty({N, H * D});
+    rows.cached->kv->attention(layer, *rows.cached, q.data<float>(), k.data<float>(), v.data<float>(),
+                               attn.data<float>(), opts);
   } else {
-    attn = scaled_dot_product_attention(q, k, v, opts);
+    opts.key_start = rows.key_start;  // packed sequences (undefined: equal rows)
+    attn = reshape(scaled_dot_product_attention(q, k, v, opts), {N, H * D});
   }
-  return linear(mm_in(c, reshape(attn, {B, T, H * D}), w.wo), w.wo, w.bo);
+  return linear(mm_in(o, attn, w.wo), w.wo, w.bo);
 }
 
-// x [B, T, C] -> [B, T, C].
-Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
+// x [N, C] -> [N, C].
+Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const ForwardOptions& o,
+                 const Tensor& x) {
   switch (lc.mlp) {
     case MlpKind::kGated: {
-      auto [gate, up] = linear_pair(mm_in(c, x, w.w_gate), w.w_gate, w.w_up);
-      return linear(mm_in(c, gated_activation(gate, up, c.act), w.w_down), w.w_down);
+      auto [gate, up] = linear_pair(mm_in(o, x, w.w_gate), w.w_gate, w.w_up);
+      return linear(mm_in(o, gated_activation(gate, up, c.act), w.w_down), w.w_down);
     }
     case MlpKind::kPlain:
-      return linear(mm_in(c, activation(linear(mm_in(c, x, w.w_up), w.w_up, w.b_up), c.act), w.w_down), w.w_down,
+      return linear(mm_in(o, activation(linear(mm_in(o, x, w.w_up), w.w_up, w.b_up), c.act), w.w_down), w.w_down,
                     w.b_down);
     case MlpKind::kMoe: {
       MoeOptions mo;
       mo.top_k = static_cast<int>(c.top_k);
       mo.norm_topk_prob = c.norm_topk_prob;
-      const Tensor flat = reshape(x, {-1, c.hidden});
-      return reshape(moe(flat, w.router, w.experts_gate, w.experts_up, w.experts_down, mo), x.shape());
+      return moe(x, w.router, w.experts_gate, w.experts_up, w.experts_down, mo);
     }
     case MlpKind::kCount: break;
   }
@@ -94,52 +131,45 @@ Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights
 
 }  // namespace
 
-Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor& ids, KvCache* cache,
-                      const DocumentLayout* docs) {
-  LATHE_CHECK_ARG(ids.dim() == 2 && ids.dtype() == DType::kI32, "[decoder] ids must be int32 [B, T], got ",
-                  dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
-  const int64_t B = ids.size(0), T = ids.size(1);
-  const int64_t start = cache ? cache->length() : 0;
-  LATHE_CHECK_ARG(!cache || B == 1, "[decoder] the KV cache holds one sequence, got batch ", B);
-  if (c.learned_positions)
-    LATHE_CHECK_ARG(start + T <= c.max_positions, "[decoder] ", start + T, " positions exceed the model's ",
-                    c.max_positions, " learned position embeddings");
+std::vector<std::vector<float>> rotary_tables(const ModelConfig& c) {
+  std::vector<std::vector<float>> t(c.n_layers);
+  if (!c.learned_positions)
+    for (int l = 0; l < c.n_layers; ++l) t[l] = rope_inv_freq(c.layers[l].rope);
+  return t;
+}
 
-  Tensor positions, key_start;  // positions [B, T]
-  if (docs) {  // packed documents: positions restart per document, attention stays inside each one
-    LATHE_CHECK_ARG(!cache && docs->positions.shape() == ids.shape() && docs->key_start.shape() == ids.shape() &&
-                        docs->positions.dtype() == DType::kI32,
-                    "[decoder] document layout must be int32 [B, T] like the ids (and no KV cache)");
-    positions = docs->positions.contiguous();
-    key_start = docs->key_start;
-  } else {  // every row at start, start + 1, ...
-    positions = Tensor::empty({B, T}, DType::kI32);
-    int32_t* pp = positions.data<int32_t>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
+Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, std::span<const std::vector<float>> inv_freq,
+                      const ForwardBatch& batch, const ForwardOptions& o) {
+  check_forward_batch(batch);
+  LATHE_CHECK_ARG(static_cast<int64_t>(inv_freq.size()) == c.n_layers, "[decoder] ", inv_freq.size(),
+                  " rotary tables for ", c.n_layers, " layers");
+  if (c.learned_positions) {
+    const int32_t* p = batch.positions.data<int32_t>();
+    for (int64_t i = 0; i < batch.n_rows(); ++i)
+      LATHE_CHECK_ARG(p[i] < c.max_positions, "[decoder] position ", p[i], " (row ", i, ") exceeds the model's ",
+                      c.max_positions, " learned position embeddings");
   }
-  Tensor x = embedding(w.embed, ids);  // [B, T, C]
+  const RowLayout rows = row_layout(batch);
+  Tensor x = embedding(w.embed, batch.tokens);  // [N, C]
   if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);
-  if (c.learned_positions) x = add(x, embedding(w.pos_embed, positions));
-  // [T] when every row has the same positions, else [B, T].
-  const Tensor rope_positions = docs ? positions : positions.select(0, 0).contiguous();
+  if (c.learned_positions) x = add(x, embedding(w.pos_embed, batch.positions));
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[l];
     const LayerConfig& lc = c.layers[l];
-    // One transformer block: x [B, T, C] -> x [B, T, C]. (c and w outlive any backward pass.)
-    const auto block = [&c, &lc, &lw, rope_positions, key_start, l, cache](const Tensor& xin) {
-      Tensor h = attention_block(c, lc, lw, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), rope_positions, key_start,
-                                 l, cache);
+    const std::span<const float> freq = inv_freq[l];
+    // One transformer block: x [N, C] -> x [N, C]. (c, w and the tables outlive any backward pass.)
+    const auto block = [&c, &lc, &lw, freq, rows, o, l](const Tensor& xin) {
+      Tensor h = attention_block(c, lc, lw, freq, rows, o, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), l);
       if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
       Tensor xo = add(xin, h);
-      Tensor m = mlp_block(c, lc, lw, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));
+      Tensor m = mlp_block(c, lc, lw, o, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));
       if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
       return add(xo, m);
     };
-    x = c.recompute_layers && !cache ? checkpoint(block, x) : block(x);
+    x = o.recompute && !batch.kv ? checkpoint(block, x) : block(x);
   }
-  if (cache) cache->advance(T);
+  if (batch.output_rows.defined()) x = embedding(x, batch.output_rows);  // [M, C]: a row gather
   return norm(c, x, w.final_norm_w, w.final_norm_b);
 }
 

@@ -37,6 +37,7 @@ bool ignorable(const std::string& name, const ModelConfig& c) {
 void Model::parse_config_text(const std::string& text, const std::string& where) {
   config_text_ = text;
   cfg_ = parse_model_config(text, where);
+  inv_freq_ = rotary_tables(cfg_);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& opts) {
@@ -190,39 +191,57 @@ const ModelWeights& Model::compute_weights() {
   return compute_w_;
 }
 
-Tensor Model::forward(const Tensor& ids) {
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, ids, nullptr);                       // [B, T, C]
-  Tensor logits = linear(cfg_.bf16_compute ? to_bf16(h) : h, w.lm_head);  // [B, T, V]
+ForwardOptions Model::run_options(const ForwardOptions& o) const {
+  return {.recompute = o.recompute || cfg_.recompute_layers, .bf16 = o.bf16 || cfg_.bf16_compute};
+}
+
+Tensor Model::hidden(const ForwardBatch& batch, const ForwardOptions& o) {
+  // Over a store (generation) the f32 weights, as a rollout reads the masters; else the compute copies.
+  if (batch.kv) return decoder_hidden(cfg_, w_, inv_freq_, batch, {});
+  return decoder_hidden(cfg_, compute_weights(), inv_freq_, batch, run_options(o));
+}
+
+Tensor Model::forward(const ForwardBatch& batch, const ForwardOptions& o) {
+  const ForwardOptions ro = batch.kv ? ForwardOptions{} : run_options(o);
+  Tensor h = hidden(batch, o);  // [M, C]
+  const Tensor& head = batch.kv ? w_.lm_head : compute_weights().lm_head;
+  Tensor logits = linear(ro.bf16 ? to_bf16(h) : h, head);  // [M, V]
   if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
   return logits;
 }
 
-Tensor Model::next_token_loss(const Tensor& ids) {
+Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o) {
+  LATHE_CHECK_ARG(!batch.kv, "[loss] a loss runs without a KV store");
+  LATHE_CHECK_ARG(targets.dim() == 1 && targets.dtype() == DType::kI32 && targets.numel() == batch.n_outputs(),
+                  "[loss] targets must be int32 [M] (one per output row, M = ", batch.n_outputs(), "), got ",
+                  dtype_name(targets.dtype()), " ", shape_str(targets.shape()));
+  const ForwardOptions ro = run_options(o);
+  const ModelWeights& w = compute_weights();
+  Tensor h = decoder_hidden(cfg_, w, inv_freq_, batch, ro);  // [M, C]
+  if (ro.bf16) h = to_bf16(h);
+  LinearCrossEntropyOptions lo;
+  lo.ignore_index = -100;
+  lo.final_softcap = cfg_.final_softcap;
+  return linear_cross_entropy(h, w.lm_head, targets.contiguous(), lo);
+}
+
+Tensor Model::forward(const Tensor& ids, const ForwardOptions& o) {
+  const ForwardBatch batch = ForwardBatch::rows(ids);
+  return forward(batch, o).view({ids.size(0), ids.size(1), cfg_.vocab_size});
+}
+
+Tensor Model::next_token_loss(const Tensor& ids, const ForwardOptions& o) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
                   shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
   // Labels: ids shifted left; the last position of each row has no next token and is ignored.
-  Tensor labels = Tensor::empty({B, T}, DType::kI32);
-  const int32_t* ip = ids.contiguous().data<int32_t>();
+  Tensor labels = Tensor::empty({B * T}, DType::kI32);
+  const Tensor flat = ids.contiguous();
+  const int32_t* ip = flat.data<int32_t>();
   int32_t* lp = labels.data<int32_t>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) lp[b * T + t] = t + 1 < T ? ip[b * T + t + 1] : -100;
-  return loss(ids, labels);
-}
-
-Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs) {
-  LATHE_CHECK_ARG(inputs.dim() == 2 && targets.shape() == inputs.shape() && targets.dtype() == DType::kI32,
-                  "[loss] inputs and targets must both be [B, T] (targets int32), got ", shape_str(inputs.shape()),
-                  " and ", shape_str(targets.shape()));
-  const int64_t B = inputs.size(0), T = inputs.size(1);
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, inputs, nullptr, docs);  // [B, T, C]
-  if (cfg_.bf16_compute) h = to_bf16(h);
-  LinearCrossEntropyOptions o;
-  o.ignore_index = -100;
-  o.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, targets.contiguous().view({B * T}), o);
+  return loss(ForwardBatch::rows(ids), labels, o);
 }
 
 namespace {
@@ -239,22 +258,6 @@ void check_token_ids(std::span<const int64_t> ids, int64_t vocab_size, const std
 }
 void check_token_ids(std::span<const int32_t> ids, int64_t vocab_size, const std::string& where) {
   check_ids(ids, vocab_size, where);
-}
-
-KvCache Model::make_cache(int64_t max_tokens) const {
-  return KvCache(cfg_.n_layers, max_tokens, cfg_.n_kv_heads, cfg_.head_dim);
-}
-
-Tensor Model::forward_cached(const std::vector<int32_t>& ids, KvCache& cache) {
-  NoGradGuard no_grad;
-  LATHE_CHECK_ARG(!ids.empty(), "[forward_cached] no tokens");
-  check_token_ids(ids, cfg_.vocab_size, "[forward_cached]");
-  const Tensor t = Tensor::from_data_i32({1, static_cast<int64_t>(ids.size())}, ids);
-  Tensor h = decoder_hidden(cfg_, w_, t, &cache);  // [1, S, C]
-  Tensor last = h.select(1, h.size(1) - 1).contiguous();  // [1, C]: only the last position is sampled
-  Tensor logits = linear(last, w_.lm_head);               // [1, V]
-  if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
-  return logits.view({cfg_.vocab_size});
 }
 
 }  // namespace lathe

@@ -9,18 +9,11 @@
 
 #include "lathe/models/bf16_weights.h"
 #include "lathe/models/config.h"
-#include "lathe/models/kv_cache.h"
+#include "lathe/models/forward_batch.h"
 #include "lathe/models/weights.h"
+#include "lathe/nn/forward_options.h"
 
 namespace lathe {
-
-// Rows packed with several documents (pre-training with document masking), int32 [B, T] each: every
-// token's position inside its document, and the row index of its document's first token (attention of a
-// token covers keys [key_start, itself]).
-struct DocumentLayout {
-  Tensor positions;
-  Tensor key_start;
-};
 
 struct LoadOptions {
   // Convert every weight to f32 (training, or to compare against f32 references). Otherwise 2-D
@@ -67,19 +60,21 @@ class Model {
   // Gradients in checkpoint layout and names (as `grad.<name>` of reference files), after backward().
   std::vector<std::pair<std::string, Tensor>> gradients_by_name();
 
-  // The three methods below use the bf16 copies in bf16 compute (forward_cached always the f32 weights).
-  // ids [B, T] int32 -> logits [B, T, V] f32 (autograd records when parameters require grad).
-  Tensor forward(const Tensor& ids);
-  // Mean next-token cross-entropy over all B*(T-1) shifted positions (labels = ids), fused with the
-  // head so no [N, V] probability tensor is kept -> [1].
-  Tensor next_token_loss(const Tensor& ids);
-  // Mean cross-entropy of predicting targets [B, T] (int32; -100 = ignored) from inputs [B, T] -> [1].
-  // With docs, positions restart per document and attention does not cross documents.
-  Tensor loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs = nullptr);
-  // Incremental forward with a KV cache (no autograd): ids [1, S] at positions cache.length()... ->
-  // logits of the last position [V].
-  Tensor forward_cached(const std::vector<int32_t>& ids, KvCache& cache);
-  KvCache make_cache(int64_t max_tokens) const;
+  // The one forward, over any ForwardBatch (equal rows, packed documents, prefill chunks and decode rows
+  // over a KV store, mixes). Without a store, autograd records when parameters require grad and the bf16
+  // copies are read in bf16 compute; over a store it records nothing and reads the f32 weights.
+  // Final-normed hidden states of the batch's output rows -> [M, C].
+  Tensor hidden(const ForwardBatch& batch, const ForwardOptions& o = {});
+  // Logits of the output rows -> [M, V] f32 (soft-capped when the family caps them).
+  Tensor forward(const ForwardBatch& batch, const ForwardOptions& o = {});
+  // Mean cross-entropy of predicting targets [M] (int32, one per output row; -100 = ignored), fused with
+  // the head so no [M, V] probability tensor is kept -> [1].
+  Tensor loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {});
+
+  // Conveniences over ForwardBatch::rows(ids), ids int32 [B, T]: logits [B, T, V]; and the mean
+  // next-token cross-entropy over all B*(T-1) shifted positions (labels = ids) -> [1].
+  Tensor forward(const Tensor& ids, const ForwardOptions& o = {});
+  Tensor next_token_loss(const Tensor& ids, const ForwardOptions& o = {});
 
   const nlohmann::json& generation_config() const { return generation_config_; }
 
@@ -93,6 +88,9 @@ class Model {
   ModelWeights w_;
   std::unique_ptr<Bf16ComputeWeights> bf16_;  // set in bf16 compute
   ModelWeights compute_w_;
+  // The run options of a forward: the call's, or-ed with the model's set_recompute_layers / set_bf16_compute.
+  ForwardOptions run_options(const ForwardOptions& o) const;
+  std::vector<std::vector<float>> inv_freq_;  // per layer, [R/2] (empty with learned positions): rotary_tables
   std::vector<TensorBinding> bindings_;
   nlohmann::json generation_config_;
   std::string config_text_, generation_config_text_;
@@ -103,10 +101,13 @@ class Model {
 void check_token_ids(std::span<const int64_t> ids, int64_t vocab_size, const std::string& where);
 void check_token_ids(std::span<const int32_t> ids, int64_t vocab_size, const std::string& where);
 
-// The decoder body shared by every family: ids [B, T] -> final-normed hidden states [B, T, C].
-// With a cache, keys/values are appended to it and attention covers all cached positions.
-// With docs (no cache), rows hold packed documents (DocumentLayout).
-Tensor decoder_hidden(const ModelConfig& cfg, const ModelWeights& w, const Tensor& ids, KvCache* cache,
-                      const DocumentLayout* docs = nullptr);
+// Rotary inverse frequencies of every layer ([R/2] each; none with learned positions), computed once
+// per model.
+std::vector<std::vector<float>> rotary_tables(const ModelConfig& cfg);
+
+// The decoder body shared by every family: the batch's token rows -> final-normed hidden states of its
+// output rows [M, C] (decoder.cc says how each kind of batch is attended).
+Tensor decoder_hidden(const ModelConfig& cfg, const ModelWeights& w, std::span<const std::vector<float>> inv_freq,
+                      const ForwardBatch& batch, const ForwardOptions& o);
 
 }  // namespace lathe

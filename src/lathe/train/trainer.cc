@@ -124,13 +124,11 @@ void average_gradients(const std::vector<OptimParam>& params, dist::Communicator
   }
 }
 
-// Positions restart at each document; a token's first visible key is its document's first token.
-DocumentLayout document_layout(const Batch& b) {
-  if (b.positions.empty()) return {};
-  std::vector<int32_t> key_start(b.positions.size());
-  for (size_t i = 0; i < key_start.size(); ++i)
-    key_start[i] = static_cast<int32_t>(i % b.seq_len) - b.positions[i];
-  return {Tensor::from_data_i32({b.batch, b.seq_len}, b.positions), Tensor::from_data_i32({b.batch, b.seq_len}, key_start)};
+// The forward batch of a loader batch: B rows of T, or with document masking the packed documents
+// (positions restart at each document, so each one is a sequence of its own).
+ForwardBatch forward_batch(const Batch& b) {
+  if (b.positions.empty()) return ForwardBatch::rows(Tensor::from_data_i32({b.batch, b.seq_len}, b.inputs));
+  return ForwardBatch::packed(b.inputs, b.positions);
 }
 
 
@@ -366,10 +364,7 @@ TrainResult Trainer::run(StartMode mode) {
     double sum = 0;
     for (int64_t i = rank; i < n; i += world) {  // the ranks share the (always the same) eval batches
       const Batch b = val->batch_at((i * B) % val->samples_per_epoch(), B);
-      const DocumentLayout docs = document_layout(b);
-      sum += model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
-                        b.positions.empty() ? nullptr : &docs)
-                 .item();
+      sum += model.loss(forward_batch(b), Tensor::from_data_i32({b.batch * T}, b.targets)).item();
     }
     comm.all_reduce_sum(&sum, 1);
     const double v = sum / static_cast<double>(n);
@@ -443,9 +438,7 @@ TrainResult Trainer::run(StartMode mode) {
     loss = 0;
     for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
       const Batch b = train.next(B, rank, world);
-      const DocumentLayout docs = document_layout(b);
-      Tensor l = model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
-                            b.positions.empty() ? nullptr : &docs);
+      Tensor l = model.loss(forward_batch(b), Tensor::from_data_i32({b.batch * T}, b.targets));
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
       const Tensor micro_loss = cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum));
