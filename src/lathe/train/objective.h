@@ -47,6 +47,7 @@ struct ObjectiveStart {
   dist::Communicator& comm;   // this rank's share of each batch: rank() of size() ranks
   std::function<void(const std::string&)> note;  // a message for the user (printed by rank 0)
 };
+// (All three are valid until the loop's run() returns; an objective keeps none of them past it.)
 
 class Objective {
  public:
