@@ -37,6 +37,24 @@ void set_grad_from(const OptimParam& p, const float* src, float scale) {
   for (int64_t i = 0; i < g.numel(); ++i) d[i] = src[i] * scale;
 }
 
+void average_gradients(const std::vector<OptimParam>& params, dist::Communicator& comm, std::vector<float>& buf) {
+  int64_t total = 0;
+  for (const OptimParam& p : params) total += p.value.numel();
+  buf.resize(total);
+  int64_t off = 0;
+  for (const OptimParam& p : params) {
+    copy_grad_to(p, buf.data() + off);
+    off += p.value.numel();
+  }
+  comm.all_reduce_sum(buf.data(), total);
+  const float inv = 1.f / static_cast<float>(comm.size());
+  off = 0;
+  for (const OptimParam& p : params) {
+    set_grad_from(p, buf.data() + off, inv);
+    off += p.value.numel();
+  }
+}
+
 GradBucketer::GradBucketer(const std::vector<OptimParam>& params, dist::Communicator& comm, int64_t bucket_bytes)
     : params_(params), comm_(comm), ready_(params.size(), false) {
   LATHE_CHECK_ARG(bucket_bytes > 0, "run.allreduce_bucket_mb must be positive");

@@ -31,6 +31,11 @@ void copy_grad_to(const OptimParam& p, float* dst);
 // ... and p's gradient = src[0, numel) * scale (created when p has none).
 void set_grad_from(const OptimParam& p, const float* src, float scale);
 
+// Without overlap: every parameter's gradient averaged over the ranks by one all-reduce of a flat buffer
+// (one call instead of one per tensor; a fixed layout, so the reduction is deterministic). `buf` is
+// scratch, kept between steps.
+void average_gradients(const std::vector<OptimParam>& params, dist::Communicator& comm, std::vector<float>& buf);
+
 class GradBucketer {
  public:
   // params: the optimizer's parameters (f32, contiguous), whose .grad() is averaged in place.

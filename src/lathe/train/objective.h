@@ -1,0 +1,90 @@
+// A training objective (DESIGN.md "Seams" 4): which data a step trains on and what its loss is. The loop
+// (train/train_loop.h) owns what every objective shares: micro-batches and gradient accumulation, the
+// all-reduce / ZeRO, clipping, AdamW and the LR schedule, checkpoints and exact resume, metrics and
+// progress, the eval cadence and stop requests. Pre-training (train/pretrain_objective.h) is the first;
+// SFT, DPO, GRPO and distillation are further objectives, the loop unchanged.
+//   per micro-batch:  {loss, tokens, metrics} = objective.loss(model, objective.next_batch())
+//                     backward(loss / grad_accum)
+// An objective may hold more than its data: a reference or teacher model (DPO, distillation; loaded in
+// start()), or a rollout engine over the live model it is given (GRPO's next_batch). Per-sequence sums
+// and masks are the objective's business: the loop sees only the scalar loss.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lathe/dist/communicator.h"
+#include "lathe/models/model.h"
+
+namespace lathe::train {
+
+// Named scalars of an objective (e.g. a DPO "reward_accuracy"): the same names in the same order on every
+// call. The loop averages them over micro-batches and ranks, like the loss, and writes them to
+// metrics.jsonl after the loop's own keys.
+using ObjectiveMetrics = std::vector<std::pair<std::string, double>>;
+
+struct ObjectiveResult {
+  // Scalar f32, recorded on the tape: this micro-batch's mean loss. Every micro-batch weighs the same in
+  // the step (the step's loss is the mean over micro-batches and ranks); an objective whose batches differ
+  // in size and wants a per-token mean over the whole step would carry a weight here.
+  Tensor loss;
+  int64_t tokens = 0;  // tokens of this rank's micro-batch that the loss trained on (throughput, MFU)
+  ObjectiveMetrics metrics;
+};
+
+struct ObjectiveEval {
+  double loss = 0;  // on every rank; "val_loss" in metrics.jsonl
+  ObjectiveMetrics metrics;
+};
+
+// What the loop hands an objective when a run starts.
+struct ObjectiveStart {
+  Model& model;               // the model being trained: f32 masters, gradients on, weights as resumed
+  dist::Communicator& comm;   // this rank's share of each batch: rank() of size() ranks
+  std::function<void(const std::string&)> note;  // a message for the user (printed by rank 0)
+};
+// (All three are valid until the loop's run() returns; an objective keeps none of them past it.)
+
+class Objective {
+ public:
+  virtual ~Objective() = default;
+
+  // Once per run, before the first step: opens its data sources (and loads what else it needs).
+  virtual void start(const ObjectiveStart& s) = 0;
+
+  // The data position, in global samples consumed (TrainState::data_cursor in every checkpoint); seek()
+  // restores it on resume, so the run continues with the same batches. A pure count: whatever else decides
+  // a batch (shuffling, sampling) must be a function of the seed and the position.
+  virtual int64_t data_position() const = 0;
+  virtual void seek(int64_t position) = 0;
+
+  // This rank's next micro-batch and its loss (autograd on); advances the data position.
+  virtual ObjectiveResult next_loss(Model& model) = 0;
+
+  // Held-out evaluation (the loop calls it with autograd off; a collective: every rank calls it).
+  // nullopt: nothing to evaluate (no validation data).
+  virtual std::optional<ObjectiveEval> evaluate(Model& model) = 0;
+
+  // Model FLOPs per trained token, for MFU (a reference model's forward would add its share).
+  virtual double flops_per_token(const Model& model, int64_t n_matmul_params) const = 0;
+
+  // The tokenizer the data was prepared with (tokenizer.json or its folder; "": unknown). Checkpoints carry
+  // a copy. Called on rank 0 only; may throw IoError when the recorded tokenizer is missing.
+  virtual std::string data_tokenizer() const = 0;
+};
+
+// The usual shape of an objective: a data source of BatchT and a loss on one batch, kept apart so a test
+// (or another objective) can compute the loss of a given batch.
+template <class BatchT>
+class BatchObjective : public Objective {
+ public:
+  virtual BatchT next_batch() = 0;                                          // this rank's next micro-batch
+  virtual ObjectiveResult loss(Model& model, const BatchT& batch) = 0;
+  ObjectiveResult next_loss(Model& model) final { return loss(model, next_batch()); }
+};
+
+}  // namespace lathe::train
