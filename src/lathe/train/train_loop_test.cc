@@ -34,7 +34,8 @@ class CountingObjective final : public BatchObjective<int64_t /* position of the
         inputs.push_back(static_cast<int32_t>((k * 7) % 40 + 1 + t));
         targets.push_back(static_cast<int32_t>((k * 7) % 40 + 2 + t));
       }
-    Tensor l = model.loss(Tensor::from_data_i32({kRows, kSeqLen}, inputs), Tensor::from_data_i32({kRows, kSeqLen}, targets));
+    Tensor l = model.loss(ForwardBatch::rows(Tensor::from_data_i32({kRows, kSeqLen}, inputs)),
+                          Tensor::from_data_i32({kRows * kSeqLen}, targets));
     return {.loss = l, .tokens = kRows * kSeqLen, .metrics = {{"first_row", static_cast<double>(first)}}};
   }
   std::optional<ObjectiveEval> evaluate(Model& model) override {
