@@ -5,12 +5,11 @@
 #include "lathe/models/model.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/attention.h"
-#include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/ops/embedding.h"
 #include "lathe/ops/gated_mlp.h"
 #include "lathe/ops/layer_norm.h"
-#include "lathe/ops/linear.h"
+#include "lathe/nn/linear.h"
 #include "lathe/ops/moe.h"
 #include "lathe/ops/reshape.h"
 #include "lathe/ops/rms_norm.h"
@@ -19,29 +18,24 @@
 namespace lathe {
 namespace {
 
-// A matmul input: rounded to bf16 in bf16 compute when the weight is a bf16 copy (forward_cached reads
-// the f32 masters and stays f32); norms, softmax and residuals stay f32.
-Tensor mm_in(const ModelConfig& c, const Tensor& x, const Tensor& w) {
-  return c.bf16_compute && w.dtype() == DType::kBF16 ? to_bf16(x) : x;
-}
-
-Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (c.norm == NormKind::kLayer) return layer_norm(x, w, b, c.norm_eps);
-  return rms_norm(x, w, c.norm_eps, c.norm_weight_offset);
+Tensor norm(const ModelConfig& c, const Tensor& x, const Norm& n) {
+  if (c.norm == NormKind::kLayer) return layer_norm(x, n.weight, n.bias, c.norm_eps);
+  return rms_norm(x, n.weight, c.norm_eps, c.norm_weight_offset);
 }
 
 // x [B, T, C] -> attention output projected back to [B, T, C].
-Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x_in,
-                       const Tensor& positions, const Tensor& key_start, int layer, KvCache* cache) {
+Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const Attention& w, const Tensor& x_in,
+                       const Tensor& positions, const Tensor& key_start, int layer, KvCache* cache,
+                       const ForwardOptions& o) {
   const int64_t B = x_in.size(0), T = x_in.size(1), H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  const Tensor x = mm_in(c, x_in, w.wq);
-  Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
-  auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
+  const Tensor x = linear_input(x_in, w.q_proj, o);  // rounded once for q, k and v
+  Tensor q = reshape(linear(x, w.q_proj, o), {B, T, H, D});
+  auto [k_flat, v_flat] = linear_pair(x, w.k_proj, w.v_proj, o);  // equal shapes, with or without GQA
   Tensor k = reshape(k_flat, {B, T, Hkv, D});
   Tensor v = reshape(v_flat, {B, T, Hkv, D});
   if (c.qk_norm) {  // RMSNorm over each head's D features
-    q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
-    k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);
+    q = rms_norm(q, w.q_norm.weight, c.norm_eps, c.norm_weight_offset);
+    k = rms_norm(k, w.k_norm.weight, c.norm_eps, c.norm_weight_offset);
   }
   if (!c.learned_positions) {
     const std::vector<float> inv_freq = rope_inv_freq(lc.rope);
@@ -67,25 +61,27 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
   } else {
     attn = scaled_dot_product_attention(q, k, v, opts);
   }
-  return linear(mm_in(c, reshape(attn, {B, T, H * D}), w.wo), w.wo, w.bo);
+  return linear(reshape(attn, {B, T, H * D}), w.o_proj, o);
 }
 
 // x [B, T, C] -> [B, T, C].
-Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const Tensor& x) {
+Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const DecoderLayer& w, const Tensor& x,
+                 const ForwardOptions& o) {
+  const Mlp& m = w.mlp;
   switch (lc.mlp) {
     case MlpKind::kGated: {
-      auto [gate, up] = linear_pair(mm_in(c, x, w.w_gate), w.w_gate, w.w_up);
-      return linear(mm_in(c, gated_activation(gate, up, c.act), w.w_down), w.w_down);
+      auto [gate, up] = linear_pair(x, m.gate_proj, m.up_proj, o);
+      return linear(gated_activation(gate, up, c.act), m.down_proj, o);
     }
     case MlpKind::kPlain:
-      return linear(mm_in(c, activation(linear(mm_in(c, x, w.w_up), w.w_up, w.b_up), c.act), w.w_down), w.w_down,
-                    w.b_down);
+      return linear(activation(linear(x, m.up_proj, o), c.act), m.down_proj, o);
     case MlpKind::kMoe: {
       MoeOptions mo;
       mo.top_k = static_cast<int>(c.top_k);
       mo.norm_topk_prob = c.norm_topk_prob;
       const Tensor flat = reshape(x, {-1, c.hidden});
-      return reshape(moe(flat, w.router, w.experts_gate, w.experts_up, w.experts_down, mo), x.shape());
+      const Experts& e = w.moe.experts;
+      return reshape(moe(flat, w.moe.router, e.gate_proj, e.up_proj, e.down_proj, mo), x.shape());
     }
     case MlpKind::kCount: break;
   }
@@ -95,7 +91,7 @@ Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights
 }  // namespace
 
 Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor& ids, KvCache* cache,
-                      const DocumentLayout* docs) {
+                      const DocumentLayout* docs, const ForwardOptions& o) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.dtype() == DType::kI32, "[decoder] ids must be int32 [B, T], got ",
                   dtype_name(ids.dtype()), " ", shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -118,29 +114,29 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, const Tensor&
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) pp[b * T + t] = static_cast<int32_t>(start + t);
   }
-  Tensor x = embedding(w.embed, ids);  // [B, T, C]
+  Tensor x = embedding(w.embed_tokens.weight, ids);  // [B, T, C]
   if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);
-  if (c.learned_positions) x = add(x, embedding(w.pos_embed, positions));
+  if (c.learned_positions) x = add(x, embedding(w.embed_positions.weight, positions));
   // [T] when every row has the same positions, else [B, T].
   const Tensor rope_positions = docs ? positions : positions.select(0, 0).contiguous();
 
   for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
+    const DecoderLayer& lw = w.layers[l];
     const LayerConfig& lc = c.layers[l];
     // One transformer block: x [B, T, C] -> x [B, T, C]. (c and w outlive any backward pass.)
-    const auto block = [&c, &lc, &lw, rope_positions, key_start, l, cache](const Tensor& xin) {
-      Tensor h = attention_block(c, lc, lw, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), rope_positions, key_start,
-                                 l, cache);
-      if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
+    const auto block = [&c, &lc, &lw, rope_positions, key_start, l, cache, o](const Tensor& xin) {
+      Tensor h = attention_block(c, lc, lw.self_attn, norm(c, xin, lw.input_layernorm), rope_positions, key_start, l,
+                                 cache, o);
+      if (c.sandwich_norms) h = norm(c, h, lw.post_attention_layernorm);
       Tensor xo = add(xin, h);
-      Tensor m = mlp_block(c, lc, lw, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));
-      if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
+      Tensor m = mlp_block(c, lc, lw, norm(c, xo, lw.pre_feedforward_layernorm), o);
+      if (c.sandwich_norms) m = norm(c, m, lw.post_feedforward_layernorm);
       return add(xo, m);
     };
-    x = c.recompute_layers && !cache ? checkpoint(block, x) : block(x);
+    x = o.recompute && !cache ? checkpoint(block, x) : block(x);
   }
   if (cache) cache->advance(T);
-  return norm(c, x, w.final_norm_w, w.final_norm_b);
+  return norm(c, x, w.norm);
 }
 
 }  // namespace lathe

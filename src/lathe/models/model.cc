@@ -14,6 +14,7 @@
 #include "lathe/models/family.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/cross_entropy.h"
+#include "lathe/nn/linear.h"
 #include "lathe/ops/linear.h"
 #include "lathe/ops/reshape.h"
 #include "lathe/ops/softcap.h"
@@ -54,7 +55,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   }
 
   CheckpointReader ckpt = CheckpointReader::open_dir(dir);
-  if (m->cfg_.n_experts > 0) m->cfg_.fused_experts = ckpt.contains("model.layers.0.mlp.experts.gate_up_proj");
+  if (fam.read_checkpoint_layout) fam.read_checkpoint_layout(ckpt, m->cfg_);
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
 
@@ -79,7 +80,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   for (const std::string& name : ckpt.names())
     LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
                     "' (not part of ", m->cfg_.architecture, " with this config.json)");
-  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  if (m->cfg_.tie_embeddings) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
   return m;
 }
 
@@ -90,20 +91,17 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
   const float std_dev = static_cast<float>(m->cfg_.initializer_range);  // validated: in (0, 1]
-  const bool gpt2 = m->cfg_.family == std::string("gpt2");
+  // By role, per checkpoint tensor (in its checkpoint layout, as Hugging Face initialises it).
   for (const TensorBinding& b : m->bindings_) {
     Tensor t = Tensor::empty(b.shape);
     float* x = t.data<float>();
     const int64_t n = t.numel();
-    const bool is_norm = b.name.find("norm") != std::string::npos || b.name.find("ln_") != std::string::npos;
-    if (b.shape.size() == 1 && is_norm && b.name.ends_with(".weight")) {
+    if (b.role == ParamRole::kNormWeight) {
       std::fill(x, x + n, 1.f - m->cfg_.norm_weight_offset);  // identity: w = 1, or 0 for (1 + w)
-    } else if (b.shape.size() == 1) {
-      std::fill(x, x + n, 0.f);  // biases (and LayerNorm betas)
+    } else if (b.role == ParamRole::kBias) {
+      std::fill(x, x + n, 0.f);  // biases (and LayerNorm shifts)
     } else {
-      // GPT-2 scales the residual projections so the residual stream's variance does not grow with depth.
-      const bool residual_proj = gpt2 && b.name.ends_with("c_proj.weight");
-      const float s = residual_proj ? std_dev / std::sqrt(2.f * static_cast<float>(m->cfg_.n_layers)) : std_dev;
+      const float s = b.init_std > 0.f ? b.init_std : std_dev;
       // Element j draws from counters 2j+1 and 2j+2 of the tensor's key: the same values on any thread count.
       const uint64_t key = derive_key(seed, hash_name(b.name));
       constexpr int64_t kChunk = 1 << 16;
@@ -114,7 +112,7 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
     }
     b.load(t);
   }
-  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  if (m->cfg_.tie_embeddings) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
   return m;
 }
 
@@ -129,30 +127,33 @@ void Model::save(const std::string& dir) const {
     write_file_atomic((fs::path(dir) / "generation_config.json").string(), generation_config_text_);
 }
 
-std::vector<Tensor*> Model::parameters() {
-  std::vector<Tensor*> out;
-  std::set<TensorImpl*> seen;
-  for (const TensorBinding& b : bindings_)
-    for (Tensor* t : b.slots)
-      if (t->defined() && seen.insert(t->impl()).second) out.push_back(t);
-  return out;
+// for_each_param over the bindings: T is Tensor or const Tensor.
+template <class T, class Bindings, class Fn>
+void walk_params(Bindings& bindings, const Fn& fn) {
+  std::set<const TensorImpl*> seen;
+  for (const TensorBinding& b : bindings)
+    for (size_t i = 0; i < b.slots.size(); ++i) {
+      T& t = *b.slots[i];
+      if (!t.defined() || !seen.insert(t.impl()).second) continue;
+      fn(b.slots.size() == 1 ? b.name : b.name + "#" + std::to_string(i), t, b.role, b.layer);
+    }
 }
+
+void Model::for_each_param(const ParamFn& fn) { walk_params<Tensor>(bindings_, fn); }
+void Model::for_each_param(const ConstParamFn& fn) const { walk_params<const Tensor>(bindings_, fn); }
 
 int64_t Model::n_params() const {
   int64_t n = 0;
-  std::set<TensorImpl*> seen;
-  for (const TensorBinding& b : bindings_)
-    for (Tensor* t : b.slots)
-      if (t->defined() && seen.insert(t->impl()).second) n += t->numel();
+  for_each_param([&](const std::string&, const Tensor& t, ParamRole, int) { n += t.numel(); });
   return n;
 }
 
 void Model::set_requires_grad(bool on) {
-  for (Tensor* t : parameters()) t->set_requires_grad(on);
+  for_each_param([&](const std::string&, Tensor& t, ParamRole, int) { t.set_requires_grad(on); });
 }
 
 void Model::zero_grad() {
-  for (Tensor* t : parameters()) t->zero_grad();
+  for_each_param([&](const std::string&, Tensor& t, ParamRole, int) { t.zero_grad(); });
 }
 
 std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
@@ -173,32 +174,47 @@ std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
   return out;
 }
 
-void Model::set_bf16_compute(bool on) {
-  cfg_.bf16_compute = on;
-  bf16_ = on ? std::make_unique<Bf16ComputeWeights>(w_) : nullptr;
-  compute_w_ = ModelWeights();
+void Model::make_bf16_copies() {
+  drop_bf16_copies();
+  for_each_linear(w_, [&](Linear& l) {
+    LATHE_CHECK_ARG(l.weight.dtype() == DType::kF32, "[bf16 compute] weights must be f32 (load with force_f32), got ",
+                    dtype_name(l.weight.dtype()));
+  });
+  for_each_linear(w_, [&](Linear& l) {
+    l.bf16 = Tensor::empty(l.weight.shape(), DType::kBF16);
+    ++n_bf16_copies_;
+  });
 }
 
-void Model::round_bf16_weights(uint64_t key) {
-  LATHE_CHECK_ARG(bf16_ != nullptr, "[round_bf16_weights] the model is not in bf16 compute");
-  bf16_->round_from(w_, key);
+void Model::drop_bf16_copies() {
+  for_each_linear(w_, [](Linear& l) { l.bf16 = Tensor(); });
+  n_bf16_copies_ = 0;
 }
 
-const ModelWeights& Model::compute_weights() {
-  if (!bf16_) return w_;
-  compute_w_ = bf16_->view(w_);
-  return compute_w_;
+void Model::round_bf16_copies(uint64_t key) {
+  LATHE_CHECK_ARG(has_bf16_copies(), "[round_bf16_copies] the model has no bf16 copies (make_bf16_copies)");
+  uint64_t i = 0;
+  for_each_linear(w_, [&](Linear& l) {
+    LATHE_ASSERT(l.bf16.defined() && l.bf16.shape() == l.weight.shape(),
+                 "the model's Linears changed since the bf16 copies were made");
+    stochastic_round_bf16(l.weight.contiguous(), l.bf16, derive_key(key, i));
+    ++i;
+  });
 }
 
-Tensor Model::forward(const Tensor& ids) {
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, ids, nullptr);                       // [B, T, C]
-  Tensor logits = linear(cfg_.bf16_compute ? to_bf16(h) : h, w.lm_head);  // [B, T, V]
+void Model::check_options(const ForwardOptions& o, const char* where) const {
+  LATHE_CHECK_ARG(!o.bf16 || has_bf16_copies(), where, " bf16 compute needs the bf16 copies (make_bf16_copies)");
+}
+
+Tensor Model::forward(const Tensor& ids, const ForwardOptions& o) {
+  check_options(o, "[forward]");
+  Tensor h = decoder_hidden(cfg_, w_, ids, nullptr, nullptr, o);  // [B, T, C]
+  Tensor logits = linear(h, w_.lm_head, o);                       // [B, T, V]
   if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
   return logits;
 }
 
-Tensor Model::next_token_loss(const Tensor& ids) {
+Tensor Model::next_token_loss(const Tensor& ids, const ForwardOptions& o) {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
                   shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);
@@ -208,21 +224,21 @@ Tensor Model::next_token_loss(const Tensor& ids) {
   int32_t* lp = labels.data<int32_t>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) lp[b * T + t] = t + 1 < T ? ip[b * T + t + 1] : -100;
-  return loss(ids, labels);
+  return loss(ids, labels, nullptr, o);
 }
 
-Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs) {
+Tensor Model::loss(const Tensor& inputs, const Tensor& targets, const DocumentLayout* docs, const ForwardOptions& o) {
   LATHE_CHECK_ARG(inputs.dim() == 2 && targets.shape() == inputs.shape() && targets.dtype() == DType::kI32,
                   "[loss] inputs and targets must both be [B, T] (targets int32), got ", shape_str(inputs.shape()),
                   " and ", shape_str(targets.shape()));
+  check_options(o, "[loss]");
   const int64_t B = inputs.size(0), T = inputs.size(1);
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, inputs, nullptr, docs);  // [B, T, C]
-  if (cfg_.bf16_compute) h = to_bf16(h);
-  LinearCrossEntropyOptions o;
-  o.ignore_index = -100;
-  o.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), w.lm_head, targets.contiguous().view({B * T}), o);
+  const Tensor h = linear_input(decoder_hidden(cfg_, w_, inputs, nullptr, docs, o), w_.lm_head, o);  // [B, T, C]
+  LinearCrossEntropyOptions ce;
+  ce.ignore_index = -100;
+  ce.final_softcap = cfg_.final_softcap;
+  return linear_cross_entropy(reshape(h, {B * T, cfg_.hidden}), linear_weight(w_.lm_head, o),
+                              targets.contiguous().view({B * T}), ce);
 }
 
 namespace {
@@ -252,7 +268,7 @@ Tensor Model::forward_cached(const std::vector<int32_t>& ids, KvCache& cache) {
   const Tensor t = Tensor::from_data_i32({1, static_cast<int64_t>(ids.size())}, ids);
   Tensor h = decoder_hidden(cfg_, w_, t, &cache);  // [1, S, C]
   Tensor last = h.select(1, h.size(1) - 1).contiguous();  // [1, C]: only the last position is sampled
-  Tensor logits = linear(last, w_.lm_head);               // [1, V]
+  Tensor logits = linear(last, w_.lm_head);               // [1, V] (f32 weights, no bf16 copies)
   if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
   return logits.view({cfg_.vocab_size});
 }

@@ -22,6 +22,7 @@
 #include "lathe/train/data_loader.h"
 #include "lathe/train/grad_bucketer.h"
 #include "lathe/train/metrics_file.h"
+#include "lathe/train/param_groups.h"
 #include "lathe/train/zero.h"
 
 namespace lathe::train {
@@ -64,44 +65,6 @@ std::string trajectory_hash(json recipe) {
   recipe["run"] = run;
   if (recipe.contains("schedule")) recipe["schedule"].erase("steps");
   return std::to_string(hash_name(recipe.dump()));
-}
-
-// Parameter names for the optimizer state: the checkpoint name of the binding ("#i" for one part of a
-// fused tensor, e.g. GPT-2's c_attn).
-std::vector<OptimParam> optim_params(Model& m, bool decay_embeddings) {
-  std::vector<OptimParam> out;
-  std::set<TensorImpl*> seen;
-  const TensorImpl* embed = m.weights().embed.impl();
-  const TensorImpl* pos = m.weights().pos_embed.defined() ? m.weights().pos_embed.impl() : nullptr;
-  for (const TensorBinding& b : m.bindings()) {
-    for (size_t i = 0; i < b.slots.size(); ++i) {
-      Tensor* t = b.slots[i];
-      if (!t->defined() || !seen.insert(t->impl()).second) continue;
-      const bool is_embedding = t->impl() == embed || t->impl() == pos;
-      const bool decay = t->dim() >= 2 && (decay_embeddings || !is_embedding);
-      out.push_back({b.slots.size() == 1 ? b.name : b.name + "#" + std::to_string(i), *t, decay});
-    }
-  }
-  return out;
-}
-
-// Parameters that take part in matmuls (MFU): matrices, minus lookup-only embeddings; the tied head
-// counts once; for MoE only the routed fraction of the experts.
-int64_t matmul_params(Model& m) {
-  const auto& w = m.weights();
-  const auto& c = m.config();
-  int64_t n = 0;
-  for (Tensor* t : m.parameters()) {  // each tensor once (a tied weight too)
-    if (t->dim() < 2) continue;
-    if (t->impl() == w.pos_embed.impl()) continue;
-    if (t->impl() == w.embed.impl() && !c.tie_embeddings) continue;  // lookup only; the head is separate
-    if (t->dim() == 3 && c.n_experts > 0) {
-      n += t->numel() * c.top_k / c.n_experts;
-      continue;
-    }
-    n += t->numel();
-  }
-  return n;
 }
 
 // Averages every parameter's gradient over the ranks with one all-reduce of a flat buffer (one call
@@ -253,7 +216,6 @@ TrainResult Trainer::run(StartMode mode) {
   Model& model = *model_owner;
   validate_recipe_for_model(cfg_, model.config());  // data.seq_len, samples.max_tokens vs the context
   model.set_requires_grad(true);
-  model.set_recompute_layers(cfg_.recompute_layers);
   // ZeRO-1 (train/zero.h): this rank keeps and updates the optimizer state of its range of elements only.
   const bool zero = cfg_.zero == 1 && world > 1;
   std::vector<OptimParam> params = optim_params(model, cfg_.decay_embeddings);
@@ -277,9 +239,10 @@ TrainResult Trainer::run(StartMode mode) {
   const int64_t start_step = state.step;
   const bool bf16 = cfg_.precision == "bf16";  // the optimizer keeps the f32 masters either way
   if (bf16) {
-    model.set_bf16_compute(true);
-    model.round_bf16_weights(bf16_rounding_key(cfg_.seed, state.step));
+    model.make_bf16_copies();
+    model.round_bf16_copies(bf16_rounding_key(cfg_.seed, state.step));
   }
+  const ForwardOptions fwd{.recompute = cfg_.recompute_layers, .bf16 = bf16};  // every forward of the run
   const int64_t n_matmul = matmul_params(model);
   double peak_gflops = cpu::measure_fma_peak_gflops(pool, 0.2);
   comm.all_reduce_sum(&peak_gflops, 1);  // the job's peak: every rank's threads
@@ -368,7 +331,7 @@ TrainResult Trainer::run(StartMode mode) {
       const Batch b = val->batch_at((i * B) % val->samples_per_epoch(), B);
       const DocumentLayout docs = document_layout(b);
       sum += model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
-                        b.positions.empty() ? nullptr : &docs)
+                        b.positions.empty() ? nullptr : &docs, fwd)
                  .item();
     }
     comm.all_reduce_sum(&sum, 1);
@@ -445,7 +408,7 @@ TrainResult Trainer::run(StartMode mode) {
       const Batch b = train.next(B, rank, world);
       const DocumentLayout docs = document_layout(b);
       Tensor l = model.loss(Tensor::from_data_i32({b.batch, T}, b.inputs), Tensor::from_data_i32({b.batch, T}, b.targets),
-                            b.positions.empty() ? nullptr : &docs);
+                            b.positions.empty() ? nullptr : &docs, fwd);
       loss += static_cast<double>(l.item());
       // Every micro-batch holds B*T counted tokens, so the step's mean is the mean of the micro means.
       const Tensor micro_loss = cfg_.grad_accum == 1 ? l : scale(l, 1.f / static_cast<float>(cfg_.grad_accum));
@@ -472,7 +435,8 @@ TrainResult Trainer::run(StartMode mode) {
     if (zero) zero_all_gather_params(opt, comm);
     model.zero_grad();
     ++step;
-    if (bf16) model.round_bf16_weights(bf16_rounding_key(cfg_.seed, step));
+    if (bf16) model.round_bf16_copies(bf16_rounding_key(cfg_.seed, step));
+    model.bump_weight_version();  // the weights (and their bf16 copies) of the next step are complete
 
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     StepReport r;

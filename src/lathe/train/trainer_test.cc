@@ -120,7 +120,7 @@ TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
   const auto ckpt = latest_checkpoint(dir + "/full");
   ASSERT_TRUE(ckpt.has_value());
   const auto saved = Model::load(*ckpt);  // stored dtypes kept (no force_f32)
-  for (Tensor* t : saved->parameters()) EXPECT_EQ(t->dtype(), DType::kF32);
+  saved->for_each_param([](const std::string& n, const Tensor& t, ParamRole, int) { EXPECT_EQ(t.dtype(), DType::kF32) << n; });
 }
 
 TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
@@ -133,7 +133,8 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   // A file-size limit below the model's size makes every large write fail, as a full disk does.
   auto model = Model::load(*before, {.force_f32 = true, .writable = true});
   std::vector<OptimParam> params;
-  for (Tensor* t : model->parameters()) params.push_back({"p" + std::to_string(params.size()), *t, true});
+  model->for_each_param(
+      [&](const std::string&, Tensor& t, ParamRole, int) { params.push_back({"p" + std::to_string(params.size()), t, true}); });
   AdamW opt(params, {});
   struct rlimit old {};
   getrlimit(RLIMIT_FSIZE, &old);
