@@ -1,6 +1,7 @@
 // linear / linear_pair over nn Linear (see linear.h).
 #include "lathe/nn/linear.h"
 
+#include "lathe/base/error.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/linear.h"
 
@@ -22,6 +23,7 @@ Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 }
 
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
+  LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o), "[linear_pair] the two Linears are in different formats");
   return linear_pair(linear_input(x, a, o), linear_weight(a, o), linear_weight(b, o), a.bias, b.bias);
 }
 
