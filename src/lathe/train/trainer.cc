@@ -442,6 +442,7 @@ TrainResult Trainer::run(StartMode mode) {
     StepReport r;
     r.step = step;
     r.steps = cfg_.steps;
+    r.weight_version = model.weight_version();
     r.loss = loss;
     r.lr = lr;
     r.grad_norm = gnorm;

@@ -26,6 +26,7 @@ struct StepReport {
   double loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_s = 0, mfu = 0;  // MFU: model FLOPs / measured fp32 FMA peak of this machine
   double elapsed_s = 0;
+  uint64_t weight_version = 0;  // Model::weight_version() after the step: one bump per optimizer step of this process
 };
 
 struct EvalReport {

@@ -68,10 +68,13 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
   // Stopped after step 5 (as on SIGTERM), then resumed: the same losses, bit for bit.
   TrainConfig part = parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/part"});
   TrainerHooks stop_at_5;
-  stop_at_5.on_step = [](const StepReport& r) {
+  std::vector<uint64_t> versions;
+  stop_at_5.on_step = [&versions](const StepReport& r) {
+    versions.push_back(r.weight_version);
     if (r.step == 5) Trainer::request_stop();
   };
   const TrainResult b = Trainer(part, stop_at_5).run(StartMode::kFresh);
+  EXPECT_EQ(versions, (std::vector<uint64_t>{1, 2, 3, 4, 5})) << "the trainer bumps the weight version per step";
   EXPECT_TRUE(b.stopped_early);
   EXPECT_EQ(b.steps_done, 5);
   // A half-written later checkpoint (no DONE marker) must be ignored by the resume.
