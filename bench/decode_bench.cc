@@ -237,11 +237,8 @@ bool parse_flags(int argc, char** argv, Flags& f) {
 // Bytes of every matrix read once per decoded token (see the header comment).
 double weight_bytes_per_token(const Model& m) {
   double bytes = 0;
-  for (const auto& l : m.weights().layers)
-    for (const lathe::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      if (t->defined()) bytes += static_cast<double>(t->nbytes());
-  const lathe::Tensor& head = m.weights().lm_head.defined() ? m.weights().lm_head : m.weights().embed;
-  bytes += static_cast<double>(head.nbytes());
+  // Every Linear's weight: per layer q, k, v, o and the MLP projections, then the head (tied or not).
+  lathe::for_each_linear(m.weights(), [&](const lathe::Linear& l) { bytes += static_cast<double>(l.weight.nbytes()); });
   return bytes;
 }
 

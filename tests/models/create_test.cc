@@ -39,16 +39,16 @@ TEST(ModelCreate, InitialisesLikeTheFamilyAndIsReproducible) {
     auto a = Model::create(cfg, 7), b = Model::create(cfg, 7), c = Model::create(cfg, 8);
     const double range = a->config().hf_config.value("initializer_range", 0.02);
     const auto& w = a->weights();
-    EXPECT_NEAR(std_of(w.embed), range, 0.15 * range);
-    for (float x : w.final_norm_w.to_vector()) EXPECT_EQ(x, 1.f - a->config().norm_weight_offset);
-    if (w.final_norm_b.defined()) {
-      for (float x : w.final_norm_b.to_vector()) EXPECT_EQ(x, 0.f);
+    EXPECT_NEAR(std_of(w.embed_tokens.weight), range, 0.15 * range);
+    for (float x : w.norm.weight.to_vector()) EXPECT_EQ(x, 1.f - a->config().norm_weight_offset);
+    if (w.norm.bias.defined()) {
+      for (float x : w.norm.bias.to_vector()) EXPECT_EQ(x, 0.f);
     }
     if (family == "gpt2") {  // residual projections: std / sqrt(2 L)
       const double expect = range / std::sqrt(2.0 * a->config().n_layers);
-      EXPECT_NEAR(std_of(w.layers[0].wo), expect, 0.15 * expect);
+      EXPECT_NEAR(std_of(w.layers[0].self_attn.o_proj.weight), expect, 0.15 * expect);
     }
-    EXPECT_EQ(a->weights().embed.to_vector(), b->weights().embed.to_vector());
+    EXPECT_EQ(a->weights().embed_tokens.weight.to_vector(), b->weights().embed_tokens.weight.to_vector());
     {  // the initialisation does not depend on the thread count (a vocabulary big enough for several chunks)
       nlohmann::json big = nlohmann::json::parse(cfg);
       big["vocab_size"] = 5000;
@@ -56,9 +56,9 @@ TEST(ModelCreate, InitialisesLikeTheFamilyAndIsReproducible) {
       Context one(1);
       ContextScope scope(one);
       auto single = Model::create(big.dump(), 7);
-      EXPECT_EQ(single->weights().embed.to_vector(), many->weights().embed.to_vector());
+      EXPECT_EQ(single->weights().embed_tokens.weight.to_vector(), many->weights().embed_tokens.weight.to_vector());
     }
-    EXPECT_NE(a->weights().embed.to_vector(), c->weights().embed.to_vector());
+    EXPECT_NE(a->weights().embed_tokens.weight.to_vector(), c->weights().embed_tokens.weight.to_vector());
     // Saved and reloaded: the same logits.
     const std::string dir = testing::scratch_dir("create_" + family);
     a->save(dir);

@@ -81,8 +81,7 @@ void check_loss_and_gradients(const std::string& name, bool recompute_layers) {
   Fixture f = load_fixture(name);
   auto m = Model::load(f.dir, {.force_f32 = true});
   m->set_requires_grad(true);
-  m->set_recompute_layers(recompute_layers);
-  Tensor loss = m->next_token_loss(f.ids);
+  Tensor loss = m->next_token_loss(f.ids, {.recompute = recompute_layers});
   const double want_loss = f.ref_json["loss"].get<double>();
   EXPECT_NEAR(loss.item(), want_loss, 1e-5 * std::fabs(want_loss));
   backward(loss);
@@ -172,7 +171,8 @@ TEST_P(ModelParity, Bf16WeightsStayCloseToReference) {
   auto bf16_model = Model::load(out);
   auto exact_model = Model::load(out, {.force_f32 = true});
   bool any_bf16 = false;
-  for (Tensor* t : bf16_model->parameters()) any_bf16 = any_bf16 || t->dtype() == DType::kBF16;
+  bf16_model->for_each_param(
+      [&](const std::string&, const Tensor& t, ParamRole, int) { any_bf16 = any_bf16 || t.dtype() == DType::kBF16; });
   EXPECT_TRUE(any_bf16 || bf16_model->config().n_experts > 0) << "bf16 matrices should stay bf16 in memory";
   NoGradGuard ng;
   const Tensor got = bf16_model->forward(f.ids), exact = exact_model->forward(f.ids), ref = f.ref.tensor("logits");
@@ -191,14 +191,15 @@ TEST_P(ModelParity, Bf16ComputeLossAndGradientsStayCloseToReference) {
   for (const bool recompute : {false, true}) {
     auto m = Model::load(f.dir, {.force_f32 = true});
     m->set_requires_grad(true);
-    m->set_recompute_layers(recompute);
-    m->set_bf16_compute(true);
-    m->round_bf16_weights(7);
-    Tensor loss = m->next_token_loss(f.ids);
+    m->make_bf16_copies();
+    m->round_bf16_copies(7);
+    Tensor loss = m->next_token_loss(f.ids, {.recompute = recompute, .bf16 = true});
     backward(loss);
     std::map<std::string, Tensor> grads;
     for (auto& [n, g] : m->gradients_by_name()) grads[n] = g;
-    for (Tensor* t : m->parameters()) EXPECT_EQ(t->dtype(), DType::kF32) << "masters stay f32";
+    m->for_each_param([](const std::string& n, const Tensor& t, ParamRole, int) {
+      EXPECT_EQ(t.dtype(), DType::kF32) << n << ": masters stay f32";
+    });
     runs.push_back({loss.item(), grads});
   }
   const double want_loss = f.ref_json["loss"].get<double>();

@@ -28,10 +28,10 @@ int cmd_info(int argc, char** argv) {
   const ModelConfig& c = m->config();
   std::map<std::string, int64_t> by_dtype;
   int64_t bytes = 0;
-  for (Tensor* t : m->parameters()) {
-    by_dtype[std::string(dtype_name(t->dtype()))] += t->numel();
-    bytes += static_cast<int64_t>(t->nbytes());
-  }
+  m->for_each_param([&](const std::string&, const Tensor& t, ParamRole, int) {
+    by_dtype[std::string(dtype_name(t.dtype()))] += t.numel();
+    bytes += static_cast<int64_t>(t.nbytes());
+  });
   std::printf("model         %s\n", a.positional[0].c_str());
   std::printf("family        %s (%s)\n", c.family.c_str(), c.architecture.c_str());
   std::printf("parameters    %lld (%.2fM)\n", static_cast<long long>(m->n_params()), m->n_params() / 1e6);

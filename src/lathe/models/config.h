@@ -92,12 +92,7 @@ struct ModelConfig {
 
   nlohmann::json hf_config;  // config.json as read, written back unchanged on save
 
-  // Runtime setting, not read from config.json: keep only each layer's input during training and
-  // recompute the layer in the backward pass (less activation memory for ~1/3 more compute).
-  bool recompute_layers = false;
-  // Runtime setting: bf16 mixed-precision training. The decoder rounds every matmul input to bf16
-  // (to_bf16) and the model reads bf16 copies of its matmul weights (Bf16ComputeWeights).
-  bool bf16_compute = false;
+  // Run options (recompute, bf16 compute) are per call: ForwardOptions (nn/forward_options.h).
 
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -8,9 +8,9 @@
 #include "lathe/autograd/node.h"
 #include "lathe/models/kv_store.h"
 #include "lathe/models/model.h"
+#include "lathe/nn/linear.h"
 #include "lathe/ops/activation.h"
 #include "lathe/ops/attention.h"
-#include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/ops/embedding.h"
 #include "lathe/ops/gated_mlp.h"
@@ -56,30 +56,24 @@ RowLayout row_layout(const ForwardBatch& batch) {
   return r;
 }
 
-// A matmul input: rounded to bf16 in bf16 compute when the weight is a bf16 copy; norms, softmax and
-// residuals stay f32.
-Tensor mm_in(const ForwardOptions& o, const Tensor& x, const Tensor& w) {
-  return o.bf16 && w.dtype() == DType::kBF16 ? to_bf16(x) : x;
-}
-
-Tensor norm(const ModelConfig& c, const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (c.norm == NormKind::kLayer) return layer_norm(x, w, b, c.norm_eps);
-  return rms_norm(x, w, c.norm_eps, c.norm_weight_offset);
+Tensor norm(const ModelConfig& c, const Tensor& x, const Norm& n) {
+  if (c.norm == NormKind::kLayer) return layer_norm(x, n.weight, n.bias, c.norm_eps);
+  return rms_norm(x, n.weight, c.norm_eps, c.norm_weight_offset);
 }
 
 // x [N, C] -> attention output projected back to [N, C].
-Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w,
+Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const Attention& w,
                        std::span<const float> inv_freq, const RowLayout& rows, const ForwardOptions& o,
                        const Tensor& x_in, int layer) {
   const int64_t N = x_in.size(0), B = rows.B, T = rows.T, H = c.n_heads, Hkv = c.n_kv_heads, D = c.head_dim;
-  const Tensor x = mm_in(o, x_in, w.wq);
-  Tensor q = reshape(linear(x, w.wq, w.bq), {B, T, H, D});
-  auto [k_flat, v_flat] = linear_pair(x, w.wk, w.wv, w.bk, w.bv);  // equal shapes, with or without GQA
+  const Tensor x = linear_input(x_in, w.q_proj, o);  // rounded once for q, k and v
+  Tensor q = reshape(linear(x, w.q_proj, o), {B, T, H, D});
+  auto [k_flat, v_flat] = linear_pair(x, w.k_proj, w.v_proj, o);  // equal shapes, with or without GQA
   Tensor k = reshape(k_flat, {B, T, Hkv, D});
   Tensor v = reshape(v_flat, {B, T, Hkv, D});
   if (c.qk_norm) {  // RMSNorm over each head's D features
-    q = rms_norm(q, w.q_norm, c.norm_eps, c.norm_weight_offset);
-    k = rms_norm(k, w.k_norm, c.norm_eps, c.norm_weight_offset);
+    q = rms_norm(q, w.q_norm.weight, c.norm_eps, c.norm_weight_offset);
+    k = rms_norm(k, w.k_norm.weight, c.norm_eps, c.norm_weight_offset);
   }
   if (!c.learned_positions) {
     q = rope(q, rows.rope_positions, inv_freq);
@@ -104,25 +98,26 @@ Tensor attention_block(const ModelConfig& c, const LayerConfig& lc, const LayerW
     opts.key_start = rows.key_start;  // packed sequences (undefined: equal rows)
     attn = reshape(scaled_dot_product_attention(q, k, v, opts), {N, H * D});
   }
-  return linear(mm_in(o, attn, w.wo), w.wo, w.bo);
+  return linear(attn, w.o_proj, o);
 }
 
 // x [N, C] -> [N, C].
-Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const LayerWeights& w, const ForwardOptions& o,
+Tensor mlp_block(const ModelConfig& c, const LayerConfig& lc, const DecoderLayer& w, const ForwardOptions& o,
                  const Tensor& x) {
+  const Mlp& m = w.mlp;
   switch (lc.mlp) {
     case MlpKind::kGated: {
-      auto [gate, up] = linear_pair(mm_in(o, x, w.w_gate), w.w_gate, w.w_up);
-      return linear(mm_in(o, gated_activation(gate, up, c.act), w.w_down), w.w_down);
+      auto [gate, up] = linear_pair(x, m.gate_proj, m.up_proj, o);
+      return linear(gated_activation(gate, up, c.act), m.down_proj, o);
     }
     case MlpKind::kPlain:
-      return linear(mm_in(o, activation(linear(mm_in(o, x, w.w_up), w.w_up, w.b_up), c.act), w.w_down), w.w_down,
-                    w.b_down);
+      return linear(activation(linear(x, m.up_proj, o), c.act), m.down_proj, o);
     case MlpKind::kMoe: {
       MoeOptions mo;
       mo.top_k = static_cast<int>(c.top_k);
       mo.norm_topk_prob = c.norm_topk_prob;
-      return moe(x, w.router, w.experts_gate, w.experts_up, w.experts_down, mo);
+      const Experts& e = w.moe.experts;
+      return moe(x, w.moe.router, e.gate_proj, e.up_proj, e.down_proj, mo);
     }
     case MlpKind::kCount: break;
   }
@@ -150,27 +145,27 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, std::span<con
                       c.max_positions, " learned position embeddings");
   }
   const RowLayout rows = row_layout(batch);
-  Tensor x = embedding(w.embed, batch.tokens);  // [N, C]
+  Tensor x = embedding(w.embed_tokens.weight, batch.tokens);  // [N, C]
   if (c.embed_scale != 1.f) x = scale(x, c.embed_scale);
-  if (c.learned_positions) x = add(x, embedding(w.pos_embed, batch.positions));
+  if (c.learned_positions) x = add(x, embedding(w.embed_positions.weight, batch.positions));
 
   for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
+    const DecoderLayer& lw = w.layers[l];
     const LayerConfig& lc = c.layers[l];
     const std::span<const float> freq = inv_freq[l];
     // One transformer block: x [N, C] -> x [N, C]. (c, w and the tables outlive any backward pass.)
     const auto block = [&c, &lc, &lw, freq, rows, o, l](const Tensor& xin) {
-      Tensor h = attention_block(c, lc, lw, freq, rows, o, norm(c, xin, lw.attn_norm_w, lw.attn_norm_b), l);
-      if (c.sandwich_norms) h = norm(c, h, lw.post_attn_norm, Tensor());
+      Tensor h = attention_block(c, lc, lw.self_attn, freq, rows, o, norm(c, xin, lw.input_layernorm), l);
+      if (c.sandwich_norms) h = norm(c, h, lw.post_attention_layernorm);
       Tensor xo = add(xin, h);
-      Tensor m = mlp_block(c, lc, lw, o, norm(c, xo, lw.mlp_norm_w, lw.mlp_norm_b));
-      if (c.sandwich_norms) m = norm(c, m, lw.post_mlp_norm, Tensor());
+      Tensor m = mlp_block(c, lc, lw, o, norm(c, xo, lw.pre_feedforward_layernorm));
+      if (c.sandwich_norms) m = norm(c, m, lw.post_feedforward_layernorm);
       return add(xo, m);
     };
     x = o.recompute && !batch.kv ? checkpoint(block, x) : block(x);
   }
   if (batch.output_rows.defined()) x = embedding(x, batch.output_rows);  // [M, C]: a row gather
-  return norm(c, x, w.final_norm_w, w.final_norm_b);
+  return norm(c, x, w.norm);
 }
 
 }  // namespace lathe

@@ -45,26 +45,38 @@ void parse_gpt2(const json& hf, ModelConfig& c) {
 std::vector<TensorBinding> bindings_gpt2(const ModelConfig& c, ModelWeights& w) {
   std::vector<TensorBinding> out;
   const int64_t C = c.hidden;
-  out.push_back(bind("transformer.wte.weight", w.embed, {c.vocab_size, C}));
-  out.push_back(bind("transformer.wpe.weight", w.pos_embed, {c.max_positions, C}));
+  constexpr ParamRole kW = ParamRole::kMatmulWeight, kB = ParamRole::kBias, kN = ParamRole::kNormWeight,
+                      kE = ParamRole::kEmbedding;
+  // HF GPT2PreTrainedModel._init_weights: the residual projections (attn and mlp c_proj) draw with
+  // std / sqrt(2 L), so the residual stream's variance does not grow with depth.
+  const float residual_std =
+      static_cast<float>(c.initializer_range) / std::sqrt(2.f * static_cast<float>(c.n_layers));
+  out.push_back(bind("transformer.wte.weight", w.embed_tokens.weight, {c.vocab_size, C}, kE));
+  out.push_back(bind("transformer.wpe.weight", w.embed_positions.weight, {c.max_positions, C}, kE));
   for (int i = 0; i < c.n_layers; ++i) {
-    LayerWeights& lw = w.layers[i];
+    DecoderLayer& l = w.layers[i];
+    Attention& a = l.self_attn;
     const std::string p = "transformer.h." + std::to_string(i) + ".";
-    out.push_back(bind(p + "ln_1.weight", lw.attn_norm_w, {C}));
-    out.push_back(bind(p + "ln_1.bias", lw.attn_norm_b, {C}));
-    out.push_back(bind_concat(p + "attn.c_attn.weight", {&lw.wq, &lw.wk, &lw.wv}, {{C, C}, {C, C}, {C, C}}, true));
-    out.push_back(bind_concat(p + "attn.c_attn.bias", {&lw.bq, &lw.bk, &lw.bv}, {{C}, {C}, {C}}, false));
-    out.push_back(bind_transposed(p + "attn.c_proj.weight", lw.wo, {C, C}));
-    out.push_back(bind(p + "attn.c_proj.bias", lw.bo, {C}));
-    out.push_back(bind(p + "ln_2.weight", lw.mlp_norm_w, {C}));
-    out.push_back(bind(p + "ln_2.bias", lw.mlp_norm_b, {C}));
-    out.push_back(bind_transposed(p + "mlp.c_fc.weight", lw.w_up, {c.ffn, C}));
-    out.push_back(bind(p + "mlp.c_fc.bias", lw.b_up, {c.ffn}));
-    out.push_back(bind_transposed(p + "mlp.c_proj.weight", lw.w_down, {C, c.ffn}));
-    out.push_back(bind(p + "mlp.c_proj.bias", lw.b_down, {C}));
+    out.push_back(bind(p + "ln_1.weight", l.input_layernorm.weight, {C}, kN, i));
+    out.push_back(bind(p + "ln_1.bias", l.input_layernorm.bias, {C}, kB, i));
+    out.push_back(bind_concat(p + "attn.c_attn.weight",
+                              {{&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight}, {{C, C}, {C, C}, {C, C}}, true},
+                              kW, i));
+    out.push_back(bind_concat(p + "attn.c_attn.bias", {{&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias}, {{C}, {C}, {C}}},
+                              kB, i));
+    out.push_back(bind_transposed(p + "attn.c_proj.weight", a.o_proj.weight, {C, C}, kW, i));
+    out.back().init_std = residual_std;
+    out.push_back(bind(p + "attn.c_proj.bias", a.o_proj.bias, {C}, kB, i));
+    out.push_back(bind(p + "ln_2.weight", l.pre_feedforward_layernorm.weight, {C}, kN, i));
+    out.push_back(bind(p + "ln_2.bias", l.pre_feedforward_layernorm.bias, {C}, kB, i));
+    out.push_back(bind_transposed(p + "mlp.c_fc.weight", l.mlp.up_proj.weight, {c.ffn, C}, kW, i));
+    out.push_back(bind(p + "mlp.c_fc.bias", l.mlp.up_proj.bias, {c.ffn}, kB, i));
+    out.push_back(bind_transposed(p + "mlp.c_proj.weight", l.mlp.down_proj.weight, {C, c.ffn}, kW, i));
+    out.back().init_std = residual_std;
+    out.push_back(bind(p + "mlp.c_proj.bias", l.mlp.down_proj.bias, {C}, kB, i));
   }
-  out.push_back(bind("transformer.ln_f.weight", w.final_norm_w, {C}));
-  out.push_back(bind("transformer.ln_f.bias", w.final_norm_b, {C}));
+  out.push_back(bind("transformer.ln_f.weight", w.norm.weight, {C}, kN));
+  out.push_back(bind("transformer.ln_f.bias", w.norm.bias, {C}, kB));
   return out;
 }
 

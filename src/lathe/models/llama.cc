@@ -41,51 +41,66 @@ void parse_llama_like(const json& hf, ModelConfig& c) {
     c.rope = c.local_rope = rope_from_hf(hf, rp, 10000.f);
   }
   c.partial_rotary_factor = hf_float_or(hf, "partial_rotary_factor", 1.0);
-  // Sliding window: Mistral applies it to every layer; Qwen2/3 only with use_sliding_window.
-  if (hf_bool_or(hf, "use_sliding_window", c.family == "mistral")) c.sliding_window = hf_int_or(hf, "sliding_window", 0);
+  // Sliding window: Qwen2/3 only with use_sliding_window (Mistral's default differs: parse_mistral).
+  if (hf_bool_or(hf, "use_sliding_window", false)) c.sliding_window = hf_int_or(hf, "sliding_window", 0);
 }
 
 void bind_llama_common(const ModelConfig& c, ModelWeights& w, std::vector<TensorBinding>& out) {
-  out.push_back(bind("model.embed_tokens.weight", w.embed, {c.vocab_size, c.hidden}));
-  out.push_back(bind("model.norm.weight", w.final_norm_w, {c.hidden}));
-  if (!c.tie_embeddings) out.push_back(bind("lm_head.weight", w.lm_head, {c.vocab_size, c.hidden}));
+  out.push_back(bind("model.embed_tokens.weight", w.embed_tokens.weight, {c.vocab_size, c.hidden}, ParamRole::kEmbedding));
+  out.push_back(bind("model.norm.weight", w.norm.weight, {c.hidden}, ParamRole::kNormWeight));
+  if (!c.tie_embeddings)
+    out.push_back(bind("lm_head.weight", w.lm_head.weight, {c.vocab_size, c.hidden}, ParamRole::kMatmulWeight));
 }
 
 void bind_llama_attention(const ModelConfig& c, ModelWeights& w, int i, std::vector<TensorBinding>& out) {
-  LayerWeights& lw = w.layers[i];
+  Attention& a = w.layers[i].self_attn;
   const std::string p = layer_prefix(i) + "self_attn.";
-  out.push_back(bind(layer_prefix(i) + "input_layernorm.weight", lw.attn_norm_w, {c.hidden}));
-  out.push_back(bind(p + "q_proj.weight", lw.wq, {c.q_dim(), c.hidden}));
-  out.push_back(bind(p + "k_proj.weight", lw.wk, {c.kv_dim(), c.hidden}));
-  out.push_back(bind(p + "v_proj.weight", lw.wv, {c.kv_dim(), c.hidden}));
-  out.push_back(bind(p + "o_proj.weight", lw.wo, {c.hidden, c.q_dim()}));
+  constexpr ParamRole kW = ParamRole::kMatmulWeight, kB = ParamRole::kBias, kN = ParamRole::kNormWeight;
+  out.push_back(bind(layer_prefix(i) + "input_layernorm.weight", w.layers[i].input_layernorm.weight, {c.hidden}, kN, i));
+  out.push_back(bind(p + "q_proj.weight", a.q_proj.weight, {c.q_dim(), c.hidden}, kW, i));
+  out.push_back(bind(p + "k_proj.weight", a.k_proj.weight, {c.kv_dim(), c.hidden}, kW, i));
+  out.push_back(bind(p + "v_proj.weight", a.v_proj.weight, {c.kv_dim(), c.hidden}, kW, i));
+  out.push_back(bind(p + "o_proj.weight", a.o_proj.weight, {c.hidden, c.q_dim()}, kW, i));
   if (c.qkv_bias) {
-    out.push_back(bind(p + "q_proj.bias", lw.bq, {c.q_dim()}));
-    out.push_back(bind(p + "k_proj.bias", lw.bk, {c.kv_dim()}));
-    out.push_back(bind(p + "v_proj.bias", lw.bv, {c.kv_dim()}));
+    out.push_back(bind(p + "q_proj.bias", a.q_proj.bias, {c.q_dim()}, kB, i));
+    out.push_back(bind(p + "k_proj.bias", a.k_proj.bias, {c.kv_dim()}, kB, i));
+    out.push_back(bind(p + "v_proj.bias", a.v_proj.bias, {c.kv_dim()}, kB, i));
   }
-  if (c.out_bias) out.push_back(bind(p + "o_proj.bias", lw.bo, {c.hidden}));
+  if (c.out_bias) out.push_back(bind(p + "o_proj.bias", a.o_proj.bias, {c.hidden}, kB, i));
   if (c.qk_norm) {
-    out.push_back(bind(p + "q_norm.weight", lw.q_norm, {c.head_dim}));
-    out.push_back(bind(p + "k_norm.weight", lw.k_norm, {c.head_dim}));
+    out.push_back(bind(p + "q_norm.weight", a.q_norm.weight, {c.head_dim}, kN, i));
+    out.push_back(bind(p + "k_norm.weight", a.k_norm.weight, {c.head_dim}, kN, i));
   }
 }
 
-void bind_gated_mlp(const ModelConfig& c, LayerWeights& lw, const std::string& p, std::vector<TensorBinding>& out) {
-  out.push_back(bind(p + "mlp.gate_proj.weight", lw.w_gate, {c.ffn, c.hidden}));
-  out.push_back(bind(p + "mlp.up_proj.weight", lw.w_up, {c.ffn, c.hidden}));
-  out.push_back(bind(p + "mlp.down_proj.weight", lw.w_down, {c.hidden, c.ffn}));
+void bind_gated_mlp(const ModelConfig& c, ModelWeights& w, int i, std::vector<TensorBinding>& out) {
+  Mlp& m = w.layers[i].mlp;
+  const std::string p = layer_prefix(i) + "mlp.";
+  constexpr ParamRole kW = ParamRole::kMatmulWeight;
+  out.push_back(bind(p + "gate_proj.weight", m.gate_proj.weight, {c.ffn, c.hidden}, kW, i));
+  out.push_back(bind(p + "up_proj.weight", m.up_proj.weight, {c.ffn, c.hidden}, kW, i));
+  out.push_back(bind(p + "down_proj.weight", m.down_proj.weight, {c.hidden, c.ffn}, kW, i));
 }
 
 namespace {
 
-void parse_llama(const json& hf, ModelConfig& c) {
+void parse_llama(const json& hf, ModelConfig& c) { parse_llama_like(hf, c); }
+
+void parse_mistral(const json& hf, ModelConfig& c) {
   parse_llama_like(hf, c);
-  c.qk_norm = c.family == "qwen3";
-  if (c.family == "qwen2") {  // Qwen2 always has q/k/v biases and none on o_proj
-    c.qkv_bias = true;
-    c.out_bias = false;
-  }
+  // Mistral applies its sliding window to every layer unless use_sliding_window says otherwise.
+  if (hf_bool_or(hf, "use_sliding_window", true)) c.sliding_window = hf_int_or(hf, "sliding_window", 0);
+}
+
+void parse_qwen2(const json& hf, ModelConfig& c) {
+  parse_llama_like(hf, c);
+  c.qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
+  c.out_bias = false;
+}
+
+void parse_qwen3(const json& hf, ModelConfig& c) {
+  parse_llama_like(hf, c);
+  c.qk_norm = true;
 }
 
 std::vector<TensorBinding> bindings_llama(const ModelConfig& c, ModelWeights& w) {
@@ -93,8 +108,10 @@ std::vector<TensorBinding> bindings_llama(const ModelConfig& c, ModelWeights& w)
   bind_llama_common(c, w, out);
   for (int i = 0; i < c.n_layers; ++i) {
     bind_llama_attention(c, w, i, out);
-    out.push_back(bind(layer_prefix(i) + "post_attention_layernorm.weight", w.layers[i].mlp_norm_w, {c.hidden}));
-    bind_gated_mlp(c, w.layers[i], layer_prefix(i), out);
+    // Llama's post_attention_layernorm is the norm before the MLP.
+    out.push_back(bind(layer_prefix(i) + "post_attention_layernorm.weight", w.layers[i].pre_feedforward_layernorm.weight,
+                       {c.hidden}, ParamRole::kNormWeight, i));
+    bind_gated_mlp(c, w, i, out);
   }
   return out;
 }
@@ -102,8 +119,8 @@ std::vector<TensorBinding> bindings_llama(const ModelConfig& c, ModelWeights& w)
 }  // namespace
 
 extern const Family kLlamaFamily{"llama", {"LlamaForCausalLM"}, {"llama"}, parse_llama, bindings_llama};
-extern const Family kMistralFamily{"mistral", {"MistralForCausalLM"}, {"mistral"}, parse_llama, bindings_llama};
-extern const Family kQwen2Family{"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, parse_llama, bindings_llama};
-extern const Family kQwen3Family{"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, parse_llama, bindings_llama};
+extern const Family kMistralFamily{"mistral", {"MistralForCausalLM"}, {"mistral"}, parse_mistral, bindings_llama};
+extern const Family kQwen2Family{"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, parse_qwen2, bindings_llama};
+extern const Family kQwen3Family{"qwen3", {"Qwen3ForCausalLM"}, {"qwen3"}, parse_qwen3, bindings_llama};
 
 }  // namespace lathe

@@ -12,6 +12,7 @@
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/family.h"
+#include "lathe/nn/linear.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/cross_entropy.h"
 #include "lathe/ops/linear.h"
@@ -55,7 +56,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   }
 
   CheckpointReader ckpt = CheckpointReader::open_dir(dir);
-  if (m->cfg_.n_experts > 0) m->cfg_.fused_experts = ckpt.contains("model.layers.0.mlp.experts.gate_up_proj");
+  if (fam.read_checkpoint_layout) fam.read_checkpoint_layout(ckpt, m->cfg_);
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
 
@@ -80,7 +81,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   for (const std::string& name : ckpt.names())
     LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
                     "' (not part of ", m->cfg_.architecture, " with this config.json)");
-  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  if (m->cfg_.tie_embeddings) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
   return m;
 }
 
@@ -91,20 +92,17 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
   m->w_.layers.resize(m->cfg_.n_layers);
   m->bindings_ = fam.bindings(m->cfg_, m->w_);
   const float std_dev = static_cast<float>(m->cfg_.initializer_range);  // validated: in (0, 1]
-  const bool gpt2 = m->cfg_.family == std::string("gpt2");
+  // By role, per checkpoint tensor (in its checkpoint layout, as Hugging Face initialises it).
   for (const TensorBinding& b : m->bindings_) {
     Tensor t = Tensor::empty(b.shape);
     float* x = t.data<float>();
     const int64_t n = t.numel();
-    const bool is_norm = b.name.find("norm") != std::string::npos || b.name.find("ln_") != std::string::npos;
-    if (b.shape.size() == 1 && is_norm && b.name.ends_with(".weight")) {
+    if (b.role == ParamRole::kNormWeight) {
       std::fill(x, x + n, 1.f - m->cfg_.norm_weight_offset);  // identity: w = 1, or 0 for (1 + w)
-    } else if (b.shape.size() == 1) {
-      std::fill(x, x + n, 0.f);  // biases (and LayerNorm betas)
+    } else if (b.role == ParamRole::kBias) {
+      std::fill(x, x + n, 0.f);  // biases (and LayerNorm shifts)
     } else {
-      // GPT-2 scales the residual projections so the residual stream's variance does not grow with depth.
-      const bool residual_proj = gpt2 && b.name.ends_with("c_proj.weight");
-      const float s = residual_proj ? std_dev / std::sqrt(2.f * static_cast<float>(m->cfg_.n_layers)) : std_dev;
+      const float s = b.init_std > 0.f ? b.init_std : std_dev;
       // Element j draws from counters 2j+1 and 2j+2 of the tensor's key: the same values on any thread count.
       const uint64_t key = derive_key(seed, hash_name(b.name));
       constexpr int64_t kChunk = 1 << 16;
@@ -115,7 +113,7 @@ std::unique_ptr<Model> Model::create(const std::string& config_json, uint64_t se
     }
     b.load(t);
   }
-  if (m->cfg_.tie_embeddings) m->w_.lm_head = m->w_.embed;
+  if (m->cfg_.tie_embeddings) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
   return m;
 }
 
@@ -130,30 +128,33 @@ void Model::save(const std::string& dir) const {
     write_file_atomic((fs::path(dir) / "generation_config.json").string(), generation_config_text_);
 }
 
-std::vector<Tensor*> Model::parameters() {
-  std::vector<Tensor*> out;
-  std::set<TensorImpl*> seen;
-  for (const TensorBinding& b : bindings_)
-    for (Tensor* t : b.slots)
-      if (t->defined() && seen.insert(t->impl()).second) out.push_back(t);
-  return out;
+// for_each_param over the bindings: T is Tensor or const Tensor.
+template <class T, class Bindings, class Fn>
+void walk_params(Bindings& bindings, const Fn& fn) {
+  std::set<const TensorImpl*> seen;
+  for (const TensorBinding& b : bindings)
+    for (size_t i = 0; i < b.slots.size(); ++i) {
+      T& t = *b.slots[i];
+      if (!t.defined() || !seen.insert(t.impl()).second) continue;
+      fn(b.slots.size() == 1 ? b.name : b.name + "#" + std::to_string(i), t, b.role, b.layer);
+    }
 }
+
+void Model::for_each_param(const ParamFn& fn) { walk_params<Tensor>(bindings_, fn); }
+void Model::for_each_param(const ConstParamFn& fn) const { walk_params<const Tensor>(bindings_, fn); }
 
 int64_t Model::n_params() const {
   int64_t n = 0;
-  std::set<TensorImpl*> seen;
-  for (const TensorBinding& b : bindings_)
-    for (Tensor* t : b.slots)
-      if (t->defined() && seen.insert(t->impl()).second) n += t->numel();
+  for_each_param([&](const std::string&, const Tensor& t, ParamRole, int) { n += t.numel(); });
   return n;
 }
 
 void Model::set_requires_grad(bool on) {
-  for (Tensor* t : parameters()) t->set_requires_grad(on);
+  for_each_param([&](const std::string&, Tensor& t, ParamRole, int) { t.set_requires_grad(on); });
 }
 
 void Model::zero_grad() {
-  for (Tensor* t : parameters()) t->zero_grad();
+  for_each_param([&](const std::string&, Tensor& t, ParamRole, int) { t.zero_grad(); });
 }
 
 std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
@@ -174,38 +175,49 @@ std::vector<std::pair<std::string, Tensor>> Model::gradients_by_name() {
   return out;
 }
 
-void Model::set_bf16_compute(bool on) {
-  cfg_.bf16_compute = on;
-  bf16_ = on ? std::make_unique<Bf16ComputeWeights>(w_) : nullptr;
-  compute_w_ = ModelWeights();
+void Model::make_bf16_copies() {
+  drop_bf16_copies();
+  for_each_linear(w_, [&](Linear& l) {
+    LATHE_CHECK_ARG(l.weight.dtype() == DType::kF32, "[bf16 compute] weights must be f32 (load with force_f32), got ",
+                    dtype_name(l.weight.dtype()));
+  });
+  for_each_linear(w_, [&](Linear& l) {
+    l.bf16 = Tensor::empty(l.weight.shape(), DType::kBF16);
+    ++n_bf16_copies_;
+  });
 }
 
-void Model::round_bf16_weights(uint64_t key) {
-  LATHE_CHECK_ARG(bf16_ != nullptr, "[round_bf16_weights] the model is not in bf16 compute");
-  bf16_->round_from(w_, key);
+void Model::drop_bf16_copies() {
+  for_each_linear(w_, [](Linear& l) { l.bf16 = Tensor(); });
+  n_bf16_copies_ = 0;
 }
 
-const ModelWeights& Model::compute_weights() {
-  if (!bf16_) return w_;
-  compute_w_ = bf16_->view(w_);
-  return compute_w_;
+void Model::round_bf16_copies(uint64_t key) {
+  LATHE_CHECK_ARG(has_bf16_copies(), "[round_bf16_copies] the model has no bf16 copies (make_bf16_copies)");
+  uint64_t i = 0;
+  for_each_linear(w_, [&](Linear& l) {
+    LATHE_ASSERT(l.bf16.defined() && l.bf16.shape() == l.weight.shape(),
+                 "the model's Linears changed since the bf16 copies were made");
+    stochastic_round_bf16(l.weight.contiguous(), l.bf16, derive_key(key, i));
+    ++i;
+  });
 }
 
-ForwardOptions Model::run_options(const ForwardOptions& o) const {
-  return {.recompute = o.recompute || cfg_.recompute_layers, .bf16 = o.bf16 || cfg_.bf16_compute};
+void Model::check_options(const ForwardOptions& o, const char* where) const {
+  LATHE_CHECK_ARG(!o.bf16 || has_bf16_copies(), where, " bf16 compute needs the bf16 copies (make_bf16_copies)");
 }
 
 Tensor Model::hidden(const ForwardBatch& batch, const ForwardOptions& o) {
-  // Over a store (generation) the f32 weights, as a rollout reads the masters; else the compute copies.
+  // Over a store (generation) the f32 weights and no recompute, as a rollout reads the masters.
   if (batch.kv) return decoder_hidden(cfg_, w_, inv_freq_, batch, {});
-  return decoder_hidden(cfg_, compute_weights(), inv_freq_, batch, run_options(o));
+  check_options(o, "[forward]");
+  return decoder_hidden(cfg_, w_, inv_freq_, batch, o);
 }
 
 Tensor Model::forward(const ForwardBatch& batch, const ForwardOptions& o) {
-  const ForwardOptions ro = batch.kv ? ForwardOptions{} : run_options(o);
-  Tensor h = hidden(batch, o);  // [M, C]
-  const Tensor& head = batch.kv ? w_.lm_head : compute_weights().lm_head;
-  Tensor logits = linear(ro.bf16 ? to_bf16(h) : h, head);  // [M, V]
+  const ForwardOptions ro = batch.kv ? ForwardOptions{} : o;
+  Tensor h = hidden(batch, ro);                   // [M, C]
+  Tensor logits = linear(h, w_.lm_head, ro);      // [M, V]
   if (cfg_.final_softcap > 0) logits = softcap(logits, cfg_.final_softcap);
   return logits;
 }
@@ -215,14 +227,12 @@ Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const Forwa
   LATHE_CHECK_ARG(targets.dim() == 1 && targets.dtype() == DType::kI32 && targets.numel() == batch.n_outputs(),
                   "[loss] targets must be int32 [M] (one per output row, M = ", batch.n_outputs(), "), got ",
                   dtype_name(targets.dtype()), " ", shape_str(targets.shape()));
-  const ForwardOptions ro = run_options(o);
-  const ModelWeights& w = compute_weights();
-  Tensor h = decoder_hidden(cfg_, w, inv_freq_, batch, ro);  // [M, C]
-  if (ro.bf16) h = to_bf16(h);
-  LinearCrossEntropyOptions lo;
-  lo.ignore_index = -100;
-  lo.final_softcap = cfg_.final_softcap;
-  return linear_cross_entropy(h, w.lm_head, targets.contiguous(), lo);
+  check_options(o, "[loss]");
+  const Tensor h = linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
+  LinearCrossEntropyOptions ce;
+  ce.ignore_index = -100;
+  ce.final_softcap = cfg_.final_softcap;
+  return linear_cross_entropy(h, linear_weight(w_.lm_head, o), targets.contiguous(), ce);
 }
 
 Tensor Model::forward(const Tensor& ids, const ForwardOptions& o) {

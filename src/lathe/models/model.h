@@ -2,16 +2,17 @@
 // (config.json, generation_config.json, model.safetensors or sharded), and runs the shared decoder.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "lathe/models/bf16_weights.h"
 #include "lathe/models/config.h"
 #include "lathe/models/forward_batch.h"
 #include "lathe/models/weights.h"
 #include "lathe/nn/forward_options.h"
+#include "lathe/nn/param_role.h"
 
 namespace lathe {
 
@@ -40,25 +41,41 @@ class Model {
   void save(const std::string& dir) const;
 
   const ModelConfig& config() const { return cfg_; }
-  // Activation recompute per layer during training (ModelConfig::recompute_layers).
-  void set_recompute_layers(bool on) { cfg_.recompute_layers = on; }
-  // bf16 mixed-precision training (ModelConfig::bf16_compute): on allocates bf16 copies of the matmul
-  // weights (2 bytes/param), which round_bf16_weights must then fill; off drops them.
-  void set_bf16_compute(bool on);
-  // Rewrites the bf16 copies from the f32 weights by stochastic rounding keyed by `key` (after every
-  // optimizer step and at the start of a run). Needs set_bf16_compute(true).
-  void round_bf16_weights(uint64_t key);
   ModelWeights& weights() { return w_; }
   const ModelWeights& weights() const { return w_; }
   const std::vector<TensorBinding>& bindings() const { return bindings_; }
 
-  // Every distinct parameter tensor (tied embeddings counted once), in binding order.
-  std::vector<Tensor*> parameters();
+  // The parameter walk: fn(name, tensor, role, layer) once per distinct parameter tensor (a tied
+  // embedding once, as kEmbedding), in binding order; layer -1 for tensors outside the decoder layers.
+  // name is the checkpoint name of the tensor holding it, "#i" added for part i of a fused checkpoint
+  // tensor (GPT-2 c_attn.weight#0 is q_proj); a stack of per-expert checkpoint tensors takes its first's
+  // name. Optimizer state is saved under these names. Roles come from the family file (TensorBinding).
+  using ParamFn = std::function<void(const std::string& name, Tensor& t, ParamRole role, int layer)>;
+  using ConstParamFn = std::function<void(const std::string& name, const Tensor& t, ParamRole role, int layer)>;
+  void for_each_param(const ParamFn& fn);
+  void for_each_param(const ConstParamFn& fn) const;
   int64_t n_params() const;
   void set_requires_grad(bool on);
   void zero_grad();
   // Gradients in checkpoint layout and names (as `grad.<name>` of reference files), after backward().
   std::vector<std::pair<std::string, Tensor>> gradients_by_name();
+
+  // bf16 mixed-precision training (ForwardOptions::bf16): make_bf16_copies allocates a bf16 compute copy
+  // (Linear::bf16, 2 bytes/param) of every f32 Linear weight; round_bf16_copies must then fill them.
+  // drop_bf16_copies frees them. Norms, biases, embedding lookups and MoE weights get none.
+  void make_bf16_copies();
+  void drop_bf16_copies();
+  bool has_bf16_copies() const { return n_bf16_copies_ > 0; }
+  // Rewrites every copy from its f32 weight by stochastic rounding; copy i (for_each_linear order) draws
+  // from derive_key(key, i), so the copies are a pure function of (weights, key): a resumed run rebuilds
+  // them bit for bit. Call after every optimizer step and at the start of a run.
+  void round_bf16_copies(uint64_t key);
+
+  // Weight version: a counter of parameter updates (the trainer bumps it after every optimizer step), so
+  // a reader such as an in-process rollout can pin the version it generated with and check it later.
+  // 0 after load or create; not saved.
+  uint64_t weight_version() const { return weight_version_; }
+  void bump_weight_version() { ++weight_version_; }
 
   // The one forward, over any ForwardBatch (equal rows, packed documents, prefill chunks and decode rows
   // over a KV store, mixes). Without a store, autograd records when parameters require grad and the bf16
@@ -81,17 +98,13 @@ class Model {
  private:
   Model() = default;
   void parse_config_text(const std::string& text, const std::string& where);
-  // The weights a training forward reads: w_, or in bf16 compute a fresh view onto the bf16 copies,
-  // kept in compute_w_ until the next forward (a recomputed layer reads it during the backward).
-  const ModelWeights& compute_weights();
+  void check_options(const ForwardOptions& o, const char* where) const;
   ModelConfig cfg_;
   ModelWeights w_;
-  std::unique_ptr<Bf16ComputeWeights> bf16_;  // set in bf16 compute
-  ModelWeights compute_w_;
-  // The run options of a forward: the call's, or-ed with the model's set_recompute_layers / set_bf16_compute.
-  ForwardOptions run_options(const ForwardOptions& o) const;
   std::vector<std::vector<float>> inv_freq_;  // per layer, [R/2] (empty with learned positions): rotary_tables
   std::vector<TensorBinding> bindings_;
+  int64_t n_bf16_copies_ = 0;
+  uint64_t weight_version_ = 0;
   nlohmann::json generation_config_;
   std::string config_text_, generation_config_text_;
 };

@@ -19,30 +19,38 @@ void parse_qwen3_moe(const json& hf, ModelConfig& c) {
   c.mlp_only_layers = hf_int_list_or_empty(hf, "mlp_only_layers");
 }
 
+// transformers 5 writes the fused layout; hub checkpoints one tensor per expert.
+void read_layout_qwen3_moe(const CheckpointReader& ckpt, ModelConfig& c) {
+  c.fused_experts = ckpt.contains("model.layers.0.mlp.experts.gate_up_proj");
+}
+
 std::vector<TensorBinding> bindings_qwen3_moe(const ModelConfig& c, ModelWeights& w) {
   std::vector<TensorBinding> out;
   bind_llama_common(c, w, out);
+  constexpr ParamRole kX = ParamRole::kExpert;
   for (int i = 0; i < c.n_layers; ++i) {
-    LayerWeights& lw = w.layers[i];
+    DecoderLayer& l = w.layers[i];
     const std::string p = layer_prefix(i);
     bind_llama_attention(c, w, i, out);
-    out.push_back(bind(p + "post_attention_layernorm.weight", lw.mlp_norm_w, {c.hidden}));
+    out.push_back(bind(p + "post_attention_layernorm.weight", l.pre_feedforward_layernorm.weight, {c.hidden},
+                       ParamRole::kNormWeight, i));
     if (c.layers[i].mlp != MlpKind::kMoe) {
-      bind_gated_mlp(c, lw, p, out);
+      bind_gated_mlp(c, w, i, out);
       continue;
     }
-    out.push_back(bind(p + "mlp.gate.weight", lw.router, {c.n_experts, c.hidden}));
+    Experts& x = l.moe.experts;
+    out.push_back(bind(p + "mlp.gate.weight", l.moe.router, {c.n_experts, c.hidden}, ParamRole::kRouter, i));
     if (c.fused_experts) {
-      out.push_back(bind_concat_dim1(p + "mlp.experts.gate_up_proj", lw.experts_gate, lw.experts_up,
-                                     {c.n_experts, c.moe_ffn, c.hidden}));
-      out.push_back(bind(p + "mlp.experts.down_proj", lw.experts_down, {c.n_experts, c.hidden, c.moe_ffn}));
+      out.push_back(bind_concat_dim1(p + "mlp.experts.gate_up_proj", x.gate_proj, x.up_proj,
+                                     {c.n_experts, c.moe_ffn, c.hidden}, kX, i));
+      out.push_back(bind(p + "mlp.experts.down_proj", x.down_proj, {c.n_experts, c.hidden, c.moe_ffn}, kX, i));
       continue;
     }
     for (int e = 0; e < c.n_experts; ++e) {
       const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-      out.push_back(bind_stacked(ep + "gate_proj.weight", lw.experts_gate, e, c.n_experts, {c.moe_ffn, c.hidden}));
-      out.push_back(bind_stacked(ep + "up_proj.weight", lw.experts_up, e, c.n_experts, {c.moe_ffn, c.hidden}));
-      out.push_back(bind_stacked(ep + "down_proj.weight", lw.experts_down, e, c.n_experts, {c.hidden, c.moe_ffn}));
+      out.push_back(bind_stacked(ep + "gate_proj.weight", x.gate_proj, e, c.n_experts, {c.moe_ffn, c.hidden}, kX, i));
+      out.push_back(bind_stacked(ep + "up_proj.weight", x.up_proj, e, c.n_experts, {c.moe_ffn, c.hidden}, kX, i));
+      out.push_back(bind_stacked(ep + "down_proj.weight", x.down_proj, e, c.n_experts, {c.hidden, c.moe_ffn}, kX, i));
     }
   }
   return out;
@@ -50,7 +58,7 @@ std::vector<TensorBinding> bindings_qwen3_moe(const ModelConfig& c, ModelWeights
 
 }  // namespace
 
-extern const Family kQwen3MoeFamily{"qwen3_moe", {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, parse_qwen3_moe,
-                                    bindings_qwen3_moe};
+extern const Family kQwen3MoeFamily{"qwen3_moe",         {"Qwen3MoeForCausalLM"}, {"qwen3_moe"}, parse_qwen3_moe,
+                                    bindings_qwen3_moe, read_layout_qwen3_moe};
 
 }  // namespace lathe

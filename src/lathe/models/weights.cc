@@ -11,8 +11,8 @@ void check_shape(const std::string& name, const Tensor& t, const Shape& want) {
 Shape reversed(const Shape& s) { return Shape(s.rbegin(), s.rend()); }
 }  // namespace
 
-TensorBinding bind(const std::string& name, Tensor& slot, const Shape& shape) {
-  TensorBinding b{name, shape, nullptr, nullptr, {&slot}};
+TensorBinding bind(const std::string& name, Tensor& slot, const Shape& shape, ParamRole role, int layer) {
+  TensorBinding b{name, shape, nullptr, nullptr, {&slot}, role, layer};
   b.load = [name, shape, &slot](const Tensor& src) {
     check_shape(name, src, shape);
     slot = src;
@@ -21,9 +21,10 @@ TensorBinding bind(const std::string& name, Tensor& slot, const Shape& shape) {
   return b;
 }
 
-TensorBinding bind_transposed(const std::string& name, Tensor& slot, const Shape& our_shape) {
+TensorBinding bind_transposed(const std::string& name, Tensor& slot, const Shape& our_shape, ParamRole role,
+                              int layer) {
   const Shape shape = reversed(our_shape);
-  TensorBinding b{name, shape, nullptr, nullptr, {&slot}};
+  TensorBinding b{name, shape, nullptr, nullptr, {&slot}, role, layer};
   b.load = [name, shape, &slot](const Tensor& src) {
     check_shape(name, src, shape);
     slot = src.transpose(0, 1).contiguous();
@@ -32,14 +33,15 @@ TensorBinding bind_transposed(const std::string& name, Tensor& slot, const Shape
   return b;
 }
 
-TensorBinding bind_concat(const std::string& name, std::vector<Tensor*> parts, std::vector<Shape> part_shapes,
-                          bool transposed) {
+TensorBinding bind_concat(const std::string& name, const ConcatParts& cp, ParamRole role, int layer) {
+  const std::vector<Tensor*>& parts = cp.parts;
+  const std::vector<Shape>& part_shapes = cp.shapes;
+  const bool transposed = cp.transposed;
   Shape cat = part_shapes[0];
   cat[0] = 0;
   for (const Shape& s : part_shapes) cat[0] += s[0];
   const Shape shape = transposed ? reversed(cat) : cat;
-  TensorBinding b{name, shape, nullptr, nullptr, {}};
-  for (Tensor* p : parts) b.slots.push_back(p);
+  TensorBinding b{name, shape, nullptr, nullptr, parts, role, layer};
   b.load = [name, shape, parts, part_shapes, transposed](const Tensor& src) {
     check_shape(name, src, shape);
     Tensor whole = transposed ? src.transpose(0, 1).contiguous() : src;
@@ -61,10 +63,11 @@ TensorBinding bind_concat(const std::string& name, std::vector<Tensor*> parts, s
   return b;
 }
 
-TensorBinding bind_stacked(const std::string& name, Tensor& stack, int64_t index, int64_t n, const Shape& part_shape) {
+TensorBinding bind_stacked(const std::string& name, Tensor& stack, int64_t index, int64_t n, const Shape& part_shape,
+                           ParamRole role, int layer) {
   Shape full = part_shape;
   full.insert(full.begin(), n);
-  TensorBinding b{name, part_shape, nullptr, nullptr, {&stack}};
+  TensorBinding b{name, part_shape, nullptr, nullptr, {&stack}, role, layer};
   b.load = [name, part_shape, full, index, &stack](const Tensor& src) {
     check_shape(name, src, part_shape);
     if (!stack.defined() || stack.shape() != full || stack.dtype() != src.dtype() || stack.storage()->read_only)
@@ -75,10 +78,11 @@ TensorBinding bind_stacked(const std::string& name, Tensor& stack, int64_t index
   return b;
 }
 
-TensorBinding bind_concat_dim1(const std::string& name, Tensor& a, Tensor& b_slot, const Shape& part_shape) {
+TensorBinding bind_concat_dim1(const std::string& name, Tensor& a, Tensor& b_slot, const Shape& part_shape,
+                               ParamRole role, int layer) {
   Shape shape = part_shape;
   shape[1] *= 2;
-  TensorBinding b{name, shape, nullptr, nullptr, {&a, &b_slot}};
+  TensorBinding b{name, shape, nullptr, nullptr, {&a, &b_slot}, role, layer};
   b.load = [name, shape, part_shape, &a, &b_slot](const Tensor& src) {
     check_shape(name, src, shape);
     a = src.slice(1, 0, part_shape[1]).contiguous();

@@ -1,11 +1,17 @@
-// Per-call run options of a forward (not part of the model's architecture, and never stored in it).
+// Run options of one forward call (DESIGN.md "Seams" 4): how to run, not what the model is. They are
+// not part of ModelConfig, and a forward never mutates the model to apply them.
 #pragma once
 
 namespace lathe {
 
 struct ForwardOptions {
-  bool recompute = false;  // re-run each layer in the backward pass instead of keeping its activations
-  bool bf16 = false;       // matmuls read the bf16 weight copies with bf16-rounded inputs
+  // Activation recompute: each decoder layer keeps only its input and is re-run in the backward pass
+  // (less memory, ~1/3 more compute). Training only; a KV-cached forward ignores it.
+  bool recompute = false;
+  // bf16 mixed-precision compute (specs/pretrain.md §2.4): every Linear with a bf16 compute copy
+  // (Model::make_bf16_copies) multiplies bf16 x by its copy with f32 accumulation; gradients reach the
+  // f32 masters. Linears without a copy, norms, softmax and residuals stay f32.
+  bool bf16 = false;
 };
 
 }  // namespace lathe

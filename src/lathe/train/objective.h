@@ -45,6 +45,7 @@ struct ObjectiveEval {
 struct ObjectiveStart {
   Model& model;               // the model being trained: f32 masters, gradients on, weights as resumed
   dist::Communicator& comm;   // this rank's share of each batch: rank() of size() ranks
+  ForwardOptions forward;     // the run options of every training forward (recompute, bf16 compute)
   std::function<void(const std::string&)> note;  // a message for the user (printed by rank 0)
 };
 // (All three are valid until the loop's run() returns; an objective keeps none of them past it.)

@@ -49,6 +49,7 @@ PretrainObjective::PretrainObjective(PretrainOptions opts, int world) : opts_(st
 
 void PretrainObjective::start(const ObjectiveStart& s) {
   comm_ = &s.comm;
+  forward_ = s.forward;
   const uint64_t vocab = static_cast<uint64_t>(s.model.config().vocab_size);
   manifest_ = read_manifest(opts_.train_data);
   int32_t delimiter = -1;  // document masking needs the token that opens each document
@@ -78,7 +79,7 @@ void PretrainObjective::start(const ObjectiveStart& s) {
 Batch PretrainObjective::next_batch() { return train_->next(opts_.batch_size, comm_->rank(), comm_->size()); }
 
 ObjectiveResult PretrainObjective::loss(Model& model, const Batch& b) {
-  Tensor l = model.loss(forward_batch(b), Tensor::from_data_i32({b.batch * b.seq_len}, b.targets));
+  Tensor l = model.loss(forward_batch(b), Tensor::from_data_i32({b.batch * b.seq_len}, b.targets), forward_);
   return {.loss = std::move(l), .tokens = b.batch * b.seq_len, .metrics = {}};
 }
 

@@ -47,6 +47,7 @@ class PretrainObjective final : public BatchObjective<Batch> {
  private:
   PretrainOptions opts_;
   dist::Communicator* comm_ = nullptr;  // set by start()
+  ForwardOptions forward_;              // set by start(): the run options of every forward
   nlohmann::json manifest_;             // null without `lathe data prepare`'s manifest
   std::unique_ptr<DataLoader> train_;
   std::unique_ptr<DataLoader> val_;     // none without validation data

@@ -15,7 +15,7 @@
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/grad_bucketer.h"
-#include "lathe/train/optim_params.h"
+#include "lathe/train/param_groups.h"
 #include "lathe/train/rank_sync.h"
 #include "lathe/train/run_metrics.h"
 #include "lathe/train/zero.h"
@@ -180,7 +180,6 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   Model& model = *model_;
   validate_recipe_for_model(cfg_, model.config());  // data.seq_len, samples.max_tokens vs the context
   model.set_requires_grad(true);
-  model.set_recompute_layers(cfg_.recompute_layers);
   zero_ = cfg_.zero == 1 && world > 1;
   std::vector<OptimParam> params = optim_params(model, cfg_.decay_embeddings);
   const ElementRange owned = zero_ ? zero_owned_range(params, rank, world) : ElementRange{};
@@ -202,15 +201,16 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   start_step_ = state_.step;
   bf16_ = cfg_.precision == "bf16";
   if (bf16_) {
-    model.set_bf16_compute(true);
-    model.round_bf16_weights(bf16_rounding_key(cfg_.seed, state_.step));
+    model.make_bf16_copies();
+    model.round_bf16_copies(bf16_rounding_key(cfg_.seed, state_.step));
   }
+  const ForwardOptions forward{.recompute = cfg_.recompute_layers, .bf16 = bf16_};  // every forward of the run
   const int64_t n_matmul = matmul_params(model);
   peak_gflops_ = cpu::measure_fma_peak_gflops(pool_, 0.2);
   comm_.all_reduce_sum(&peak_gflops_, 1);  // the job's peak: every rank's threads
 
   // --- the objective's data, at the resumed position ----------------------------------------------------
-  objective_.start({.model = model, .comm = comm_, .note = note});
+  objective_.start({.model = model, .comm = comm_, .forward = forward, .note = note});
   objective_.seek(state_.data_cursor);
   flops_per_token_ = objective_.flops_per_token(model, n_matmul);
   // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json, read once.
@@ -266,7 +266,8 @@ double LoopRun::optimizer_step(int64_t step, double lr) {
   opt_->step(lr, clip, pool_);
   if (zero_) zero_all_gather_params(*opt_, comm_);
   model_->zero_grad();
-  if (bf16_) model_->round_bf16_weights(bf16_rounding_key(cfg_.seed, step + 1));
+  if (bf16_) model_->round_bf16_copies(bf16_rounding_key(cfg_.seed, step + 1));
+  model_->bump_weight_version();  // the weights (and their bf16 copies) of the next step are complete
   return gnorm;
 }
 
@@ -279,7 +280,8 @@ void LoopRun::report(int64_t step, const StepTotals& totals, double lr, double g
                .tokens_per_s = totals.tokens / step_s,
                .mfu = 0,
                .elapsed_s = elapsed_s,
-               .metrics = totals.metrics};
+               .metrics = totals.metrics,
+               .weight_version = model_->weight_version()};
   r.mfu = r.tokens_per_s * flops_per_token_ / (peak_gflops_ * 1e9);
   if (step % cfg_.log_every == 0 || step == cfg_.steps) {
     // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.

@@ -32,6 +32,7 @@ struct StepReport {
   double tokens_per_s = 0, mfu = 0;  // MFU: model FLOPs / measured fp32 FMA peak of this machine
   double elapsed_s = 0;
   ObjectiveMetrics metrics;  // the objective's, averaged over the step's micro-batches and ranks
+  uint64_t weight_version = 0;  // Model::weight_version() after the step: one bump per optimizer step of this process
 };
 
 struct EvalReport {

@@ -68,10 +68,13 @@ TEST(Trainer, LearnsAndResumesBitForBit) {
   // Stopped after step 5 (as on SIGTERM), then resumed: the same losses, bit for bit.
   TrainConfig part = parse_recipe(recipe(dir, 10), {"run.dir=" + dir + "/part"});
   TrainerHooks stop_at_5;
-  stop_at_5.on_step = [](const StepReport& r) {
+  std::vector<uint64_t> versions;
+  stop_at_5.on_step = [&versions](const StepReport& r) {
+    versions.push_back(r.weight_version);
     if (r.step == 5) Trainer::request_stop();
   };
   const TrainResult b = Trainer(part, stop_at_5).run(StartMode::kFresh);
+  EXPECT_EQ(versions, (std::vector<uint64_t>{1, 2, 3, 4, 5})) << "the trainer bumps the weight version per step";
   EXPECT_TRUE(b.stopped_early);
   EXPECT_EQ(b.steps_done, 5);
   // A half-written later checkpoint (no DONE marker) must be ignored by the resume.
@@ -120,7 +123,7 @@ TEST(Trainer, Bf16ComputeLearnsAndResumesBitForBit) {
   const auto ckpt = latest_checkpoint(dir + "/full");
   ASSERT_TRUE(ckpt.has_value());
   const auto saved = Model::load(*ckpt);  // stored dtypes kept (no force_f32)
-  for (Tensor* t : saved->parameters()) EXPECT_EQ(t->dtype(), DType::kF32);
+  saved->for_each_param([](const std::string& n, const Tensor& t, ParamRole, int) { EXPECT_EQ(t.dtype(), DType::kF32) << n; });
 }
 
 TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
@@ -133,7 +136,8 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   // A file-size limit below the model's size makes every large write fail, as a full disk does.
   auto model = Model::load(*before, {.force_f32 = true, .writable = true});
   std::vector<OptimParam> params;
-  for (Tensor* t : model->parameters()) params.push_back({"p" + std::to_string(params.size()), *t, true});
+  model->for_each_param(
+      [&](const std::string&, Tensor& t, ParamRole, int) { params.push_back({"p" + std::to_string(params.size()), t, true}); });
   AdamW opt(params, {});
   struct rlimit old {};
   getrlimit(RLIMIT_FSIZE, &old);

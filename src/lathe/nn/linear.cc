@@ -1,0 +1,30 @@
+// linear / linear_pair over nn Linear (see linear.h).
+#include "lathe/nn/linear.h"
+
+#include "lathe/base/error.h"
+#include "lathe/ops/cast.h"
+#include "lathe/ops/linear.h"
+
+namespace lathe {
+namespace {
+bool uses_bf16_copy(const Linear& l, const ForwardOptions& o) { return o.bf16 && l.bf16.defined(); }
+}  // namespace
+
+Tensor linear_weight(const Linear& l, const ForwardOptions& o) {
+  return uses_bf16_copy(l, o) ? bf16_compute_weight(l.weight, l.bf16) : l.weight;
+}
+
+Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o) {
+  return uses_bf16_copy(l, o) && x.dtype() != DType::kBF16 ? to_bf16(x) : x;
+}
+
+Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
+  return linear(linear_input(x, l, o), linear_weight(l, o), l.bias);
+}
+
+std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
+  LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o), "[linear_pair] the two Linears are in different formats");
+  return linear_pair(linear_input(x, a, o), linear_weight(a, o), linear_weight(b, o), a.bias, b.bias);
+}
+
+}  // namespace lathe

@@ -1,0 +1,32 @@
+// Linear: a weight with its optional bias and the formats it may be applied in. linear(x, l, o) is the
+// one place where a weight's format (f32, bf16 compute copy; later quantised formats) and its bias (later
+// LoRA adapters) are applied: the decoder never reads a Linear's tensors itself.
+#pragma once
+
+#include <utility>
+
+#include "lathe/nn/forward_options.h"
+#include "lathe/tensor/tensor.h"
+
+namespace lathe {
+
+struct Linear {
+  Tensor weight;  // [out, in] f32 or bf16 (a loaded inference model may keep bf16 in place)
+  Tensor bias;    // [out] f32, or undefined
+  Tensor bf16;    // [out, in] bf16 compute copy of an f32 weight (Model::make_bf16_copies), or undefined
+};
+
+// The weight a matmul reads: in bf16 compute (o.bf16) the bf16 copy, as bf16_compute_weight (gradients
+// reach the f32 master), else the weight itself.
+Tensor linear_weight(const Linear& l, const ForwardOptions& o = {});
+// x as l's matmul reads it: rounded to bf16 when it multiplies a bf16 copy (and not bf16 already).
+// Round once and pass the result to several linears of one input, as the attention block does.
+Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
+
+// y = x · Wᵀ + b.  x [..., in] -> y [..., out] f32.
+Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
+// {linear(x, a, o), linear(x, b, o)} for two Linears of one input with equal shapes (k and v, gate and
+// up): ops/linear.h's linear_pair, so the two GEMMs may run side by side.
+std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o = {});
+
+}  // namespace lathe
