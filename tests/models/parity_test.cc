@@ -127,9 +127,7 @@ TEST_P(ModelParity, CachedForwardMatchesFullForward) {
   const int64_t T = row.numel();
   Tensor full = m->forward(row.view({1, T}));  // [1, T, V]
   const ModelConfig& c = m->config();
-  PagedKvStore store({.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
-                      .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
-                      .n_blocks = kv_blocks_for(T, kDefaultKvBlockSize)});
+  PagedKvStore store(paged_kv_store_config(c, kv_blocks_for(T, kDefaultKvBlockSize)));
   const KvSequence seq = store.allocate(T);
   const std::span<const int32_t> ids(row.data<int32_t>(), static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {

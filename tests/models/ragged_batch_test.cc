@@ -35,9 +35,7 @@ std::unique_ptr<Model> load(const std::string& name) {
 }
 
 PagedKvStore make_store(const ModelConfig& c, int64_t n_blocks, int block_size) {
-  return PagedKvStore({.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
-                       .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
-                       .n_blocks = n_blocks, .block_size = block_size});
+  return PagedKvStore(paged_kv_store_config(c, n_blocks, block_size));
 }
 
 std::vector<int32_t> tokens(int64_t n, int64_t salt, int64_t vocab) {

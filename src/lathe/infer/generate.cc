@@ -38,9 +38,7 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
     n_blocks += kv_blocks_for(n, kDefaultKvBlockSize);
   }
   NoGradGuard no_grad;
-  PagedKvStore store({.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
-                      .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
-                      .n_blocks = n_blocks});
+  PagedKvStore store(paged_kv_store_config(c, n_blocks));
   const int64_t S = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
   std::vector<GenerateResult> r(S);
   std::vector<KvSequence> seqs;

@@ -3,7 +3,8 @@
 // ModelConfig (norm kind and placement, biases, q/k norms, rotary or learned positions, windows,
 // soft-capping, dense / gated / sparse MLP). The batch decides only how attention sees the rows:
 //   no store, B equal rows at 0..T-1 (training): the [B, T] attention;
-//   no store, any other sequences (packed documents): a [1, N] view, each row's keys from its sequence start;
+//   no store, packed documents in rows of row_length: the [B, T] attention, keys from each sequence's start;
+//   no store, any other sequences: a [1, N] view, each row's keys from its sequence start;
 //   a KV store (prefill chunks, decode rows, mixes): KvStore::attention over each sequence's cached keys.
 #include "lathe/autograd/node.h"
 #include "lathe/models/kv_store.h"
@@ -27,9 +28,9 @@ namespace {
 // How attention sees the N rows (kept by value: a recomputed layer re-reads it during the backward,
 // after the batch may be gone).
 struct RowLayout {
-  int64_t B = 1, T = 0;     // the [B, T] view of the rows: (B, T) for equal rows, else (1, N)
-  Tensor rope_positions;    // int32 [T]: shared by the B rows
-  Tensor key_start;         // int32 [1, N]: packed sequences' first rows; undefined for equal rows
+  int64_t B = 1, T = 0;     // the [B, T] view of the rows: equal rows or rows of packed documents, else (1, N)
+  Tensor rope_positions;    // int32 [T] shared by the B rows (equal rows), else [B, T] or [N]
+  Tensor key_start;         // int32 [B, T]: each row's first key, for packed sequences; undefined for equal rows
   const ForwardBatch* cached = nullptr;  // the batch, when it runs over a KV store (no autograd)
 };
 
@@ -44,6 +45,15 @@ RowLayout row_layout(const ForwardBatch& batch) {
     r.B = B;
     r.T = N / B;
     r.rope_positions = batch.positions.slice(0, 0, r.T);  // 0..T-1
+  } else if (batch.row_length > 0) {  // packed documents in rows: [B, T], keys from each row's sequence start
+    r.T = batch.row_length;
+    r.B = N / r.T;
+    r.rope_positions = batch.positions.view({r.B, r.T});
+    r.key_start = Tensor::empty({r.B, r.T}, DType::kI32);
+    int32_t* ks = r.key_start.data<int32_t>();
+    for (int64_t s = 0; s < batch.n_seqs(); ++s)
+      for (int64_t i = batch.seq_starts[s]; i < batch.seq_starts[s + 1]; ++i)
+        ks[i] = static_cast<int32_t>(batch.seq_starts[s] - (i / r.T) * r.T);
   } else {
     r.T = N;
     r.rope_positions = batch.positions;
@@ -143,6 +153,14 @@ Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, std::span<con
     for (int64_t i = 0; i < batch.n_rows(); ++i)
       LATHE_CHECK_ARG(p[i] < c.max_positions, "[decoder] position ", p[i], " (row ", i, ") exceeds the model's ",
                       c.max_positions, " learned position embeddings");
+  }
+  if (batch.kv) {
+    const KvLayout want{static_cast<int>(c.n_layers), static_cast<int>(c.n_heads), static_cast<int>(c.n_kv_heads),
+                        static_cast<int>(c.head_dim)};
+    const KvLayout have = batch.kv->layout();
+    LATHE_CHECK_ARG(have == want, "[forward] the KV store holds L=", have.n_layers, " H=", have.n_heads,
+                    " Hkv=", have.n_kv_heads, " D=", have.head_dim, " but the model has L=", want.n_layers,
+                    " H=", want.n_heads, " Hkv=", want.n_kv_heads, " D=", want.head_dim);
   }
   const RowLayout rows = row_layout(batch);
   Tensor x = embedding(w.embed_tokens.weight, batch.tokens);  // [N, C]

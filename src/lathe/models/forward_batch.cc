@@ -32,7 +32,8 @@ ForwardBatch ForwardBatch::rows(const Tensor& ids) {
   return b;
 }
 
-ForwardBatch ForwardBatch::packed(std::span<const int32_t> tokens, std::span<const int32_t> positions) {
+ForwardBatch ForwardBatch::packed(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                  int64_t row_length) {
   LATHE_CHECK_ARG(tokens.size() == positions.size() && !tokens.empty(),
                   "[ForwardBatch::packed] tokens and positions must have one equal, non-zero length, got ",
                   tokens.size(), " and ", positions.size());
@@ -41,8 +42,10 @@ ForwardBatch ForwardBatch::packed(std::span<const int32_t> tokens, std::span<con
   b.tokens = Tensor::from_data_i32({N}, std::vector<int32_t>(tokens.begin(), tokens.end()));
   b.positions = Tensor::from_data_i32({N}, std::vector<int32_t>(positions.begin(), positions.end()));
   for (int64_t i = 0; i < N; ++i)
-    if (i == 0 || positions[i] != positions[i - 1] + 1) b.seq_starts.push_back(i);
+    if (i == 0 || positions[i] != positions[i - 1] + 1 || (row_length > 0 && i % row_length == 0))
+      b.seq_starts.push_back(i);
   b.seq_starts.push_back(N);
+  b.row_length = row_length;
   return b;
 }
 
@@ -86,8 +89,8 @@ void check_forward_batch(const ForwardBatch& b) {
     LATHE_CHECK_ARG(b.seq_starts[s] < b.seq_starts[s + 1], w, " sequence ", s, " has no rows (seq_starts must increase)");
     for (int64_t i = b.seq_starts[s]; i < b.seq_starts[s + 1]; ++i) {
       LATHE_CHECK_ARG(pos[i] >= 0, w, " row ", i, " has negative position ", pos[i]);
-      // Without a store a sequence's keys are its own rows, so its positions must follow each other.
-      LATHE_CHECK_ARG(b.kv || i == b.seq_starts[s] || pos[i] == pos[i - 1] + 1, w, " row ", i, " of sequence ", s,
+      // A sequence's rows are its next positions, one after the other (over a store: after its cached ones).
+      LATHE_CHECK_ARG(i == b.seq_starts[s] || pos[i] == pos[i - 1] + 1, w, " row ", i, " of sequence ", s,
                       " is at position ", pos[i], " after ", pos[i - 1], " (rows of a sequence must be consecutive)");
     }
   }
@@ -95,10 +98,21 @@ void check_forward_batch(const ForwardBatch& b) {
     LATHE_CHECK_ARG(static_cast<int64_t>(b.block_tables.size()) == b.n_seqs() &&
                         static_cast<int64_t>(b.context_lens.size()) == b.n_seqs(),
                     w, " with a KV store every sequence needs a block table and a context length");
+    // The context ends with the call's last row: keys beyond it would be slots no call has written.
     for (int64_t s = 0; s < b.n_seqs(); ++s)
-      for (int64_t i = b.seq_starts[s]; i < b.seq_starts[s + 1]; ++i)
-        LATHE_CHECK_ARG(pos[i] < b.context_lens[s], w, " row ", i, " at position ", pos[i],
-                        " is beyond its sequence's context length ", b.context_lens[s]);
+      LATHE_CHECK_ARG(b.context_lens[s] == pos[b.seq_starts[s + 1] - 1] + 1, w, " sequence ", s, " has context length ",
+                      b.context_lens[s], " but its last row is at position ", pos[b.seq_starts[s + 1] - 1],
+                      " (the context is the cached positions plus this call's rows)");
+  }
+  if (b.row_length > 0) {
+    LATHE_CHECK_ARG(!b.kv && N % b.row_length == 0, w, " row_length ", b.row_length,
+                    " needs N (", N, ") to be a multiple of it and no KV store");
+    size_t s = 0;  // every row start must be a sequence start
+    for (int64_t r = 0; r < N; r += b.row_length) {
+      while (s < b.seq_starts.size() && b.seq_starts[s] < r) ++s;
+      LATHE_CHECK_ARG(s < b.seq_starts.size() && b.seq_starts[s] == r, w, " a sequence crosses row ", r / b.row_length,
+                      " of ", b.row_length, " tokens (row_length)");
+    }
   }
   if (b.output_rows.defined()) {
     LATHE_CHECK_ARG(b.output_rows.dim() == 1 && b.output_rows.dtype() == DType::kI32 && b.output_rows.is_contiguous(),

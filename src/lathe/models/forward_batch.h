@@ -22,6 +22,10 @@ struct ForwardBatch {
   std::vector<std::span<const int32_t>> block_tables;  // [S]
   std::vector<int64_t> context_lens;                   // [S] cached + new
   Tensor output_rows;  // int32 [M]: rows whose outputs (logits, hidden) are wanted; undefined = all N
+  // Packed documents in rows of this many tokens (training with document masking): no sequence crosses
+  // a multiple of row_length, so attention runs over [N / row_length, row_length] rows as for equal rows,
+  // each key range starting at its sequence (0: not packed in rows).
+  int64_t row_length = 0;
 
   int64_t n_rows() const { return tokens.defined() ? tokens.numel() : 0; }              // N
   int64_t n_seqs() const { return static_cast<int64_t>(seq_starts.size()) - 1; }        // S
@@ -34,7 +38,9 @@ struct ForwardBatch {
   static ForwardBatch rows(const Tensor& ids);
   // Packed documents, tokens and positions int32 [N]: a sequence starts at every row whose position is
   // not the previous row's + 1 (positions restart at 0 per document); each attends only within itself.
-  static ForwardBatch packed(std::span<const int32_t> tokens, std::span<const int32_t> positions);
+  // row_length > 0: the documents lie in rows of that many tokens (each row starts a sequence).
+  static ForwardBatch packed(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                             int64_t row_length = 0);
 };
 
 // One sequence's part of a batch over a KV store: `tokens` at positions start, start + 1, ... (a prefill

@@ -20,6 +20,12 @@ class KvStoreFull : public Error {
   using Error::Error;
 };
 
+// The attention shape a store holds keys and values for; a forward checks it against its model once.
+struct KvLayout {
+  int n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;  // L, H, Hkv, D
+  bool operator==(const KvLayout&) const = default;
+};
+
 // A sequence's claim on the store, from KvStore::allocate.
 struct KvSequence {
   int32_t id = -1;
@@ -27,7 +33,12 @@ struct KvSequence {
 
 class KvStore {
  public:
+  KvStore() = default;
+  KvStore(const KvStore&) = delete;  // a copy would hand out the same blocks twice
+  KvStore& operator=(const KvStore&) = delete;
   virtual ~KvStore() = default;
+
+  virtual KvLayout layout() const = 0;
 
   // Room for positions [0, max_tokens) of a new sequence, reserved at once. Throws KvStoreFull when the
   // store has too few free blocks, InvalidArgument when max_tokens < 1.
@@ -46,6 +57,7 @@ class KvStore {
   // inside opt.window, softcapped by opt.softcap, scaled by opt.scale (0: 1/sqrt(D)). Keys at positions
   // a call does not write must have been written by earlier calls. No allocation in steady state (per-worker
   // scratch is sized at creation); one call at a time. opt.causal must be true, q_offset 0, key_start unset.
+  // q, k, v and out hold N rows of layout()'s H, Hkv and D (the decoder checks the layout once per forward).
   virtual void attention(int layer, const ForwardBatch& batch, const float* q /* [N, H, D] rotated */,
                          const float* k, const float* v /* [N, Hkv, D] rotated */, float* out /* [N, H, D] */,
                          const AttentionOptions& opt) = 0;

@@ -2,6 +2,7 @@
 #include "lathe/models/model.h"
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "lathe/autograd/node.h"
@@ -207,14 +208,20 @@ void Model::check_options(const ForwardOptions& o, const char* where) const {
   LATHE_CHECK_ARG(!o.bf16 || has_bf16_copies(), where, " bf16 compute needs the bf16 copies (make_bf16_copies)");
 }
 
-Tensor Model::hidden(const ForwardBatch& batch, const ForwardOptions& o) {
-  // Over a store (generation) the f32 weights and no recompute, as a rollout reads the masters.
-  if (batch.kv) return decoder_hidden(cfg_, w_, inv_freq_, batch, {});
+Tensor Model::hidden(const ForwardBatch& batch, const ForwardOptions& o) const {
+  // Over a store (generation) the f32 weights and no recompute or recording, as a rollout reads the
+  // masters (also inside a training process, whose parameters require grad).
+  if (batch.kv) {
+    NoGradGuard no_grad;
+    return decoder_hidden(cfg_, w_, inv_freq_, batch, {});
+  }
   check_options(o, "[forward]");
   return decoder_hidden(cfg_, w_, inv_freq_, batch, o);
 }
 
-Tensor Model::forward(const ForwardBatch& batch, const ForwardOptions& o) {
+Tensor Model::forward(const ForwardBatch& batch, const ForwardOptions& o) const {
+  std::optional<NoGradGuard> no_grad;
+  if (batch.kv) no_grad.emplace();
   const ForwardOptions ro = batch.kv ? ForwardOptions{} : o;
   Tensor h = hidden(batch, ro);                   // [M, C]
   Tensor logits = linear(h, w_.lm_head, ro);      // [M, V]
@@ -222,11 +229,15 @@ Tensor Model::forward(const ForwardBatch& batch, const ForwardOptions& o) {
   return logits;
 }
 
-Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o) {
-  LATHE_CHECK_ARG(!batch.kv, "[loss] a loss runs without a KV store");
+void Model::check_head_targets(const ForwardBatch& batch, const Tensor& targets, const char* where) const {
+  LATHE_CHECK_ARG(!batch.kv, where, " runs without a KV store");
   LATHE_CHECK_ARG(targets.dim() == 1 && targets.dtype() == DType::kI32 && targets.numel() == batch.n_outputs(),
-                  "[loss] targets must be int32 [M] (one per output row, M = ", batch.n_outputs(), "), got ",
+                  where, " targets must be int32 [M] (one per output row, M = ", batch.n_outputs(), "), got ",
                   dtype_name(targets.dtype()), " ", shape_str(targets.shape()));
+}
+
+Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o) const {
+  check_head_targets(batch, targets, "[loss]");
   check_options(o, "[loss]");
   const Tensor h = linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
   LinearCrossEntropyOptions ce;
@@ -235,12 +246,24 @@ Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const Forwa
   return linear_cross_entropy(h, linear_weight(w_.lm_head, o), targets.contiguous(), ce);
 }
 
-Tensor Model::forward(const Tensor& ids, const ForwardOptions& o) {
+TokenLogprobs Model::token_logprobs(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o,
+                                    bool want_entropy) const {
+  check_head_targets(batch, targets, "[token_logprobs]");
+  check_options(o, "[token_logprobs]");
+  const Tensor h = linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
+  LinearTokenLogprobsOptions lo;
+  lo.ignore_index = -100;
+  lo.final_softcap = cfg_.final_softcap;
+  lo.want_entropy = want_entropy;
+  return linear_token_logprobs(h, linear_weight(w_.lm_head, o), targets.contiguous(), lo);
+}
+
+Tensor Model::forward(const Tensor& ids, const ForwardOptions& o) const {
   const ForwardBatch batch = ForwardBatch::rows(ids);
   return forward(batch, o).view({ids.size(0), ids.size(1), cfg_.vocab_size});
 }
 
-Tensor Model::next_token_loss(const Tensor& ids, const ForwardOptions& o) {
+Tensor Model::next_token_loss(const Tensor& ids, const ForwardOptions& o) const {
   LATHE_CHECK_ARG(ids.dim() == 2 && ids.size(1) >= 2, "[next_token_loss] ids must be [B, T] with T >= 2, got ",
                   shape_str(ids.shape()));
   const int64_t B = ids.size(0), T = ids.size(1);

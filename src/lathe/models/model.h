@@ -12,6 +12,7 @@
 #include "lathe/models/forward_batch.h"
 #include "lathe/models/weights.h"
 #include "lathe/nn/forward_options.h"
+#include "lathe/ops/logprob.h"
 #include "lathe/nn/param_role.h"
 
 namespace lathe {
@@ -73,25 +74,31 @@ class Model {
 
   // Weight version: a counter of parameter updates (the trainer bumps it after every optimizer step), so
   // a reader such as an in-process rollout can pin the version it generated with and check it later.
-  // 0 after load or create; not saved.
+  // 0 after load or create (not saved); the training loop sets it to the step it resumes from.
   uint64_t weight_version() const { return weight_version_; }
   void bump_weight_version() { ++weight_version_; }
+  void set_weight_version(uint64_t v) { weight_version_ = v; }  // a resumed run: the steps already taken
 
   // The one forward, over any ForwardBatch (equal rows, packed documents, prefill chunks and decode rows
   // over a KV store, mixes). Without a store, autograd records when parameters require grad and the bf16
   // copies are read in bf16 compute; over a store it records nothing and reads the f32 weights.
   // Final-normed hidden states of the batch's output rows -> [M, C].
-  Tensor hidden(const ForwardBatch& batch, const ForwardOptions& o = {});
+  Tensor hidden(const ForwardBatch& batch, const ForwardOptions& o = {}) const;
   // Logits of the output rows -> [M, V] f32 (soft-capped when the family caps them).
-  Tensor forward(const ForwardBatch& batch, const ForwardOptions& o = {});
+  Tensor forward(const ForwardBatch& batch, const ForwardOptions& o = {}) const;
   // Mean cross-entropy of predicting targets [M] (int32, one per output row; -100 = ignored), fused with
   // the head so no [M, V] probability tensor is kept -> [1].
-  Tensor loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {});
+  Tensor loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {}) const;
+  // Per-token log-probabilities of targets [M] (int32; -100 = ignored: 0) under the output rows'
+  // distributions, and with want_entropy each row's entropy, fused with the head (linear_token_logprobs:
+  // no [M, V] tensor) -> {logprobs [M], entropy [M]}. The post-training losses start from these.
+  TokenLogprobs token_logprobs(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {},
+                               bool want_entropy = false) const;
 
   // Conveniences over ForwardBatch::rows(ids), ids int32 [B, T]: logits [B, T, V]; and the mean
   // next-token cross-entropy over all B*(T-1) shifted positions (labels = ids) -> [1].
-  Tensor forward(const Tensor& ids, const ForwardOptions& o = {});
-  Tensor next_token_loss(const Tensor& ids, const ForwardOptions& o = {});
+  Tensor forward(const Tensor& ids, const ForwardOptions& o = {}) const;
+  Tensor next_token_loss(const Tensor& ids, const ForwardOptions& o = {}) const;
 
   const nlohmann::json& generation_config() const { return generation_config_; }
 
@@ -99,6 +106,7 @@ class Model {
   Model() = default;
   void parse_config_text(const std::string& text, const std::string& where);
   void check_options(const ForwardOptions& o, const char* where) const;
+  void check_head_targets(const ForwardBatch& batch, const Tensor& targets, const char* where) const;
   ModelConfig cfg_;
   ModelWeights w_;
   std::vector<std::vector<float>> inv_freq_;  // per layer, [R/2] (empty with learned positions): rotary_tables

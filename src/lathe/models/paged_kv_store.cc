@@ -7,6 +7,12 @@
 
 namespace lathe {
 
+PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size) {
+  return {.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
+          .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
+          .n_blocks = n_blocks, .block_size = block_size};
+}
+
 PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
   const PagedKvStoreConfig& c = config_;
   LATHE_CHECK_ARG(c.n_layers >= 1 && c.n_heads >= 1 && c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 && c.head_dim >= 1 && c.block_size >= 1 && c.n_blocks >= 1 &&

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lathe/models/config.h"
 #include "lathe/models/kv_store.h"
 #include "lathe/tensor/tensor.h"
 
@@ -21,6 +22,9 @@ struct PagedKvStoreConfig {
   int n_threads = 0;  // workers attention may use (scratch is sized for them); 0: the current context's pool
 };
 
+// The store for a model's attention: its L, H, Hkv and D, with n_blocks blocks of block_size positions.
+PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size = kDefaultKvBlockSize);
+
 // Blocks needed for n_tokens positions at block size P.
 inline int64_t kv_blocks_for(int64_t n_tokens, int block_size) { return (n_tokens + block_size - 1) / block_size; }
 
@@ -28,6 +32,9 @@ class PagedKvStore final : public KvStore {
  public:
   explicit PagedKvStore(const PagedKvStoreConfig& config);
 
+  KvLayout layout() const override {
+    return {config_.n_layers, config_.n_heads, config_.n_kv_heads, config_.head_dim};
+  }
   KvSequence allocate(int64_t max_tokens) override;
   void free(KvSequence seq) override;
   std::span<const int32_t> block_table(KvSequence seq) const override;

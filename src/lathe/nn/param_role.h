@@ -1,5 +1,5 @@
 // What a parameter is for, given by the family file that binds it (never guessed from its name): it
-// decides the initialisation, the weight-decay group and which tensors get bf16 compute copies.
+// decides the initialisation and the weight-decay group.
 #pragma once
 
 #include <cstdint>

@@ -455,35 +455,4 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   return out;
 }
 
-void attention_decode(const AttentionDecodeArgs& args, const AttentionOptions& opt, const ThreadPool& pool) {
-  const int64_t H = args.n_heads, Hkv = args.n_kv_heads, D = args.head_dim, S = args.seq_len;
-  LATHE_ASSERT(H > 0 && Hkv > 0 && H % Hkv == 0 && D > 0 && S >= 1, "attention_decode: H ", H, " Hkv ", Hkv, " D ", D,
-               " S ", S);
-  const int64_t group = H / Hkv;
-  const float scale = default_scale(opt, D);
-  const int64_t j0 = opt.window > 0 ? std::max<int64_t>(0, S - opt.window) : 0;  // query position S − 1
-  pool.parallel_for(H, [&](int64_t h, int) {
-    const int64_t hk = h / group;
-    const float* qh = args.q + h * D;
-    float* s = args.scratch + h * S;
-    for (int64_t j = j0; j < S; ++j) {
-      const float* kj = args.k_cache + (j * Hkv + hk) * D;
-      float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < D; ++d) dot += qh[d] * kj[d];
-      s[j] = dot * scale;
-    }
-    if (opt.softcap > 0.f) softcap_row(s, nullptr, j0, S, opt.softcap);
-    softmax_row(s + j0, S - j0, 0, S - j0);
-    float* oh = args.out + h * D;
-    std::fill(oh, oh + D, 0.f);
-    for (int64_t j = j0; j < S; ++j) {
-      const float* vj = args.v_cache + (j * Hkv + hk) * D;
-      const float pj = s[j];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) oh[d] += pj * vj[d];
-    }
-  });
-}
-
 }  // namespace lathe

@@ -1,5 +1,6 @@
-// Scaled dot-product attention (training / prefill, differentiable) and the single-token decode kernel
-// over a KV cache. Masks follow transformers: causal, optional sliding window, optional Gemma-2 softcap.
+// Scaled dot-product attention over contiguous q, k, v (training, differentiable; decoding over the paged
+// KV store is ops/paged_attention.h). Masks follow transformers: causal, optional sliding window, optional
+// Gemma-2 softcap.
 #pragma once
 
 #include <cstdint>
@@ -27,22 +28,5 @@ struct AttentionOptions {
 // Differentiable in q, k and v; saves the row log-sum-exp and recomputes the probabilities in backward.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& opt = {});
-
-// One new token against a contiguous KV cache that already holds it (its position is S − 1).
-struct AttentionDecodeArgs {
-  const float* q = nullptr;        // [H, D]
-  const float* k_cache = nullptr;  // [S, Hkv, D]
-  const float* v_cache = nullptr;  // [S, Hkv, D]
-  float* out = nullptr;            // [H, D]
-  float* scratch = nullptr;        // [H, S] floats: attention_decode_scratch_floats(H, S)
-  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
-  int64_t seq_len = 0;  // S >= 1
-};
-
-inline int64_t attention_decode_scratch_floats(int n_heads, int64_t seq_len) { return n_heads * seq_len; }
-
-// No autograd and no allocation; parallel over heads. opt.causal and opt.q_offset are implied (the
-// query is the last cached position); opt.scale, opt.window and opt.softcap apply as above.
-void attention_decode(const AttentionDecodeArgs& args, const AttentionOptions& opt, const ThreadPool& pool);
 
 }  // namespace lathe

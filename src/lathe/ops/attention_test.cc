@@ -111,21 +111,6 @@ TEST(Attention, GradientOnlyForInputsThatNeedIt) {
 }
 
 // Decode equals prefill's last row (T = 1 at q_offset S − 1), with GQA, a window and a softcap.
-TEST(Attention, DecodeMatchesLastRow) {
-  for (const AttentionOptions& opt : {AttentionOptions{}, AttentionOptions{.window = 4, .softcap = 3.f}}) {
-    const int64_t S = 13, H = 6, Hkv = 2, D = 9;
-    Tensor q = random_tensor({1, 1, H, D}, 21), k = random_tensor({1, S, Hkv, D}, 22), v = random_tensor({1, S, Hkv, D}, 23);
-    AttentionOptions prefill = opt;
-    prefill.q_offset = S - 1;
-    std::vector<float> want = scaled_dot_product_attention(q, k, v, prefill).to_vector();
-    std::vector<float> out(H * D), scratch(attention_decode_scratch_floats(H, S));
-    attention_decode({.q = q.data<float>(), .k_cache = k.data<float>(), .v_cache = v.data<float>(), .out = out.data(),
-                      .scratch = scratch.data(), .n_heads = H, .n_kv_heads = Hkv, .head_dim = D, .seq_len = S},
-                     opt, current_context().pool);
-    for (int64_t i = 0; i < H * D; ++i) EXPECT_NEAR(out[i], want[i], 2e-6) << i;
-  }
-}
-
 TEST(Attention, RejectsBadArguments) {
   const Tensor q = Tensor::zeros({1, 4, 3, 8}), k = Tensor::zeros({1, 4, 2, 8});
   EXPECT_THROW(scaled_dot_product_attention(q, k, k), InvalidArgument);  // 3 heads over 2 kv heads

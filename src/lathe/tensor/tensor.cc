@@ -175,8 +175,7 @@ int64_t Tensor::size(int d) const {
 }
 
 // Row-major packed. A size-1 dimension never moves the address, so its stride does not matter (as in
-// PyTorch): a KV cache prefix [1, S, Hkv, D] sliced from [1, capacity, Hkv, D] is contiguous, and attention
-// reads it in place instead of copying it every decode step.
+// PyTorch): a prefix [1, S, ...] sliced from [1, capacity, ...] is contiguous and can be read in place.
 bool Tensor::is_contiguous() const {
   if (numel() <= 1) return true;
   int64_t expect = 1;

@@ -15,7 +15,7 @@ TEST(TensorLayout, PackedAndTransposedViews) {
   EXPECT_FALSE(t.slice(2, 0, 1).is_contiguous());   // [2, 3, 1]: one column, stride 4 between rows
 }
 
-// A size-1 dimension's stride is irrelevant: the KV cache prefix of one sequence is read in place.
+// A size-1 dimension's stride is irrelevant: a prefix slice of a [1, capacity, ...] buffer is read in place.
 TEST(TensorLayout, SizeOneDimensionsIgnoreTheirStride) {
   Tensor cache = Tensor::zeros({1, 16, 2, 8});  // [1, capacity, Hkv, D]
   const Tensor prefix = cache.slice(1, 0, 5);    // [1, 5, 2, 8], stride(0) = 16 * 2 * 8

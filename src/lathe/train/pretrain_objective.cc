@@ -37,7 +37,7 @@ namespace {
 // (positions restart at each document, so each one is a sequence of its own).
 ForwardBatch forward_batch(const Batch& b) {
   if (b.positions.empty()) return ForwardBatch::rows(Tensor::from_data_i32({b.batch, b.seq_len}, b.inputs));
-  return ForwardBatch::packed(b.inputs, b.positions);
+  return ForwardBatch::packed(b.inputs, b.positions, b.seq_len);
 }
 
 }  // namespace

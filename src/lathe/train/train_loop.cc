@@ -199,6 +199,7 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   // Pruning deletes only checkpoints with this id: a resumed run keeps its id (older checkpoints have none).
   if (state_.run_id.empty()) state_.run_id = new_run_id();
   start_step_ = state_.step;
+  model.set_weight_version(static_cast<uint64_t>(state_.step));  // one version per optimizer step, across resumes
   bf16_ = cfg_.precision == "bf16";
   if (bf16_) {
     model.make_bf16_copies();

@@ -8,10 +8,6 @@ namespace lathe::train {
 
 Trainer::Trainer(TrainConfig cfg, TrainerHooks hooks) : loop_(std::move(cfg), std::move(hooks)) {}
 
-double Trainer::flops_per_token(const ModelConfig& cfg, int64_t n_matmul, int64_t T) {
-  return causal_lm_flops_per_token(cfg, n_matmul, T);
-}
-
 TrainResult Trainer::run(StartMode mode) {
   // Data parallelism: under mpirun every rank runs the loop on its share of each global batch; the
   // gradients are averaged across ranks before the (replicated, identical) optimizer step.

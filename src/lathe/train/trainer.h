@@ -23,9 +23,6 @@ class Trainer {
   // Asks the loop to stop after the current step and write a checkpoint (async-signal-safe).
   static void request_stop() { TrainLoop::request_stop(); }
 
-  // FLOPs per trained token (specs/pretrain.md §3, causal): 6 N_matmul + 12 sum_layers d_attn k_mean.
-  static double flops_per_token(const ModelConfig& cfg, int64_t n_matmul_params, int64_t seq_len);
-
  private:
   TrainLoop loop_;
 };
