@@ -1,3 +1,5 @@
+// PagedKvStore: the block pool and free lists, sequence allocation, batch checks, and the K/V write plus
+// paged_attention call of each layer.
 #include "lathe/models/paged_kv_store.h"
 
 #include <algorithm>

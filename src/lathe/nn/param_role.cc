@@ -1,3 +1,4 @@
+// Names of the parameter roles (for messages and tests).
 #include "lathe/nn/param_role.h"
 
 namespace lathe {

@@ -1,3 +1,5 @@
+// TrainLoop::run: one LoopRun per run (model, optimizer, run folder, metrics), whose train() is the step
+// loop; the objective supplies data, loss and eval (objective.h).
 #include "lathe/train/train_loop.h"
 
 #include <atomic>
