@@ -199,9 +199,11 @@ constexpr int64_t kKc = 256;
 
 // sums[i * kJb + r] (G x R tile, at the group's first row and the tile's first W row) += lanes of x_i · W[r]
 // over k [p0, p1); the step at k_main is masked when 16 does not divide k.
+// With prefetch (the first group of x rows), each step also requests the same columns of the next block's
+// rows (kJb rows on), so the DRAM does not sit idle while the other groups run from L1.
 template <class TW, int G, int R>
 LATHE_AVX512 void gemv_nt_tile(int64_t k, int64_t p0, int64_t p1, const float* x, const TW* w, int64_t ldw,
-                               __m512* sums) {
+                               __m512* sums, bool prefetch) {
   const int64_t k_main = k & ~int64_t{15};
   const __mmask16 tail = static_cast<__mmask16>((1u << (k - k_main)) - 1);
   __m512 acc[G][R];
@@ -210,6 +212,10 @@ LATHE_AVX512 void gemv_nt_tile(int64_t k, int64_t p0, int64_t p1, const float* x
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
   for (int64_t p = p0; p < p1; p += 16) {
+    if (prefetch && (sizeof(TW) == 4 || p % 32 == 0)) {  // one 64-byte line per row
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + (kJb + r) * ldw + p), _MM_HINT_T1);
+    }
     const __mmask16 mask = p < k_main ? __mmask16(0xffff) : tail;
     __m512 xv[G];
 #pragma GCC unroll 4
@@ -230,15 +236,16 @@ LATHE_AVX512 void gemv_nt_tile(int64_t k, int64_t p0, int64_t p1, const float* x
 // All m rows of x against R W rows over one K chunk, kGemvGroup rows of x per tile.
 template <class TW, int R>
 LATHE_AVX512 void gemv_nt_tiles(int m, int64_t k, int64_t p0, int64_t p1, const float* x, const TW* w, int64_t ldw,
-                                __m512* sums) {
+                                __m512* sums, bool prefetch) {
   for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
+    const bool pf = prefetch && i0 == 0;
     const float* xg = x + i0 * k;
     __m512* sg = sums + i0 * kJb;
     switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
-      case 1: gemv_nt_tile<TW, 1, R>(k, p0, p1, xg, w, ldw, sg); break;
-      case 2: gemv_nt_tile<TW, 2, R>(k, p0, p1, xg, w, ldw, sg); break;
-      case 3: gemv_nt_tile<TW, 3, R>(k, p0, p1, xg, w, ldw, sg); break;
-      default: gemv_nt_tile<TW, 4, R>(k, p0, p1, xg, w, ldw, sg); break;
+      case 1: gemv_nt_tile<TW, 1, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
+      case 2: gemv_nt_tile<TW, 2, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
+      case 3: gemv_nt_tile<TW, 3, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
+      default: gemv_nt_tile<TW, 4, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
     }
   }
 }
@@ -256,12 +263,13 @@ LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t
   __m512 sums[kGemvMaxM * kJb];  // [m][kJb] partial sums of one block of W rows
   for (int64_t j = j0; j < j1; j += kJb) {
     const int rows = static_cast<int>(j1 - j < kJb ? j1 - j : kJb);
+    const bool prefetch = j + 2 * kJb <= j1;  // the next block is whole
     for (int i = 0; i < m * kJb; ++i) sums[i] = _mm512_setzero_ps();
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t p1 = k - p0 < kKc ? k : p0 + kKc;
       int r = 0;
-      for (; r + kRows <= rows; r += kRows) gemv_nt_tiles<TW, kRows>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r);
-      for (; r < rows; ++r) gemv_nt_tiles<TW, 1>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r);
+      for (; r + kRows <= rows; r += kRows) gemv_nt_tiles<TW, kRows>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r, prefetch);
+      for (; r < rows; ++r) gemv_nt_tiles<TW, 1>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r, false);
     }
     for (int i = 0; i < m; ++i)
       for (int r = 0; r < rows; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(sums[i * kJb + r]), alpha, beta);
