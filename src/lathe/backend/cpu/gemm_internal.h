@@ -24,13 +24,18 @@ using MicroKernelF32 = void (*)(int64_t kc, const float* a, const float* b, floa
 using MicroKernelBf16 = void (*)(int64_t kc2, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int m,
                                  int n, float alpha, float beta);
 
-// Skinny-M paths (decode, M <= kGemvMaxM): W is read once for all rows of x.
+// Skinny-M paths (decode of up to kGemvMaxM sequences): W is read from memory once for all rows of x.
 // y[i, j] = alpha * sum_p x[i, p] * W(p, j) + beta * y[i, j] for i < m, j in [j0, j1);
 // x is [m, k] contiguous (ldx = k). "nt": W stored [N, K] (trans_b); "nn": W stored [K, N].
+// The SIMD "nt" kernels take x in groups of kGemvGroup rows per block of W rows (the accumulators of one
+// group fill the registers; the block stays in L1/L2 for the next group). Every kernel sums each output
+// in an order that does not depend on m, so row i of a call with m rows equals the same row computed
+// alone, bit for bit: batched decode gives each sequence the tokens it gets by itself.
 template <class TW>
 using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
-inline constexpr int kGemvMaxM = 4;
+inline constexpr int kGemvMaxM = 16;
+inline constexpr int kGemvGroup = 4;
 
 // GemvFn<bf16> "nt" for AVX-512 (gemv_avx512.cc): widens 32 weights per load, prefetches the next rows.
 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,

@@ -22,12 +22,14 @@ struct Shape {
   int64_t m, n, k;
 };
 
-// Odd sizes around the tiles (MR 14/6/4, NR 32/16) and K blocks (384); M <= 4 is GEMV. With 2 threads the
-// shapes with M > N split the rows ({200, 70, 800}, {1030, 97, 40}), the others the columns.
+// Odd sizes around the tiles (MR 14/6/4, NR 32/16) and K blocks (384); M <= kGemvMaxM (16) is GEMV, whose
+// SIMD kernels take x 4 rows at a time and K in chunks of 256 from M = 5. With 2 threads the shapes with
+// M > N split the rows ({20, 17, 3}, {200, 70, 800}, {1030, 97, 40}), the others the columns.
 const Shape kShapes[] = {
-    {1, 1, 1},    {1, 7, 33},    {2, 33, 7},    {3, 129, 65},  {4, 31, 130},   {1, 1000, 517},
-    {5, 17, 3},   {7, 33, 129},  {13, 64, 385}, {14, 32, 384}, {15, 33, 769},  {33, 7, 1},
-    {33, 129, 33}, {129, 1, 129}, {129, 129, 7}, {200, 70, 800}, {1030, 97, 40},
+    {1, 1, 1},     {1, 7, 33},     {2, 33, 7},     {3, 129, 65},   {4, 31, 130},   {1, 1000, 517},
+    {5, 17, 3},    {7, 33, 129},   {8, 37, 517},   {13, 64, 385},  {14, 32, 384},  {15, 33, 769},
+    {16, 1000, 300}, {17, 33, 129}, {20, 17, 3},   {29, 64, 385},  {33, 7, 1},     {33, 129, 33},
+    {129, 1, 129}, {129, 129, 7},  {200, 70, 800}, {1030, 97, 40},
 };
 
 inline float to_float(float v) { return v; }
@@ -136,7 +138,7 @@ TEST_P(GemmTierTest, F32xF32) { run_all<float, float>(false); }
 TEST_P(GemmTierTest, F32xBf16) { run_all<float, bf16>(true); }
 TEST_P(GemmTierTest, Bf16xBf16) { run_all<bf16, bf16>(true); }
 
-// The skinny-M kernels called directly: M = 1..4, K around the 16/32-wide vector blocks (odd K leaves a
+// The skinny-M kernels called directly: M = 1..kGemvMaxM, K around the 16/32-wide vector blocks (odd K leaves a
 // masked tail), N not a multiple of the 4-row groups, a padded ldw, both layouts (nt: W [N, K], nn:
 // W [K, N]), and a column range [j0, j1) inside [0, N): outside it y must stay untouched.
 template <class TW>
@@ -185,6 +187,47 @@ TEST_P(GemmTierTest, GemvKernels) {
             check_gemv<bf16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
             if (HasFatalFailure()) return;
           }
+}
+
+// A row's result does not depend on the other rows of the call (M = 1..kGemvMaxM, the decode path) nor on
+// the thread count: batched decode must give each sequence the logits, hence the tokens, it gets alone.
+// Bit for bit, on every dtype pair and both layouts of B; K and N cross the 16/32-wide steps, the 256-wide K
+// chunks and the 4- and 8-row blocks of W, unevenly.
+template <class TA, class TB>
+void check_rows_independent(const GemmKernels& kern, bool trans_b, uint32_t seed) {
+  constexpr int64_t kN = 70, kK = 777;
+  std::mt19937 rng(seed);
+  const auto a = random_matrix<TA>(kGemvMaxM, kK, rng);
+  const auto b = random_matrix<TB>(trans_b ? kN : kK, trans_b ? kK : kN, rng);
+  const auto run = [&](int64_t m, int64_t row, int n_threads) {
+    std::vector<float> c(static_cast<size_t>(m * kN));
+    ThreadPool pool(n_threads);
+    gemm_with(kern,
+              GemmArgs<TA, TB>{.trans_b = trans_b, .m = m, .n = kN, .k = kK, .a = a.data() + row * kK, .lda = kK,
+                               .b = b.data(), .ldb = trans_b ? kK : kN, .c = c.data(), .ldc = kN},
+              pool);
+    return c;
+  };
+  std::vector<std::vector<float>> alone;
+  for (int64_t i = 0; i < kGemvMaxM; ++i) alone.push_back(run(1, i, 1));
+  for (int64_t m = 1; m <= kGemvMaxM; ++m)
+    for (int n_threads : {1, 2}) {
+      const std::vector<float> c = run(m, 0, n_threads);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < kN; ++j)
+          ASSERT_EQ(c[i * kN + j], alone[i][j]) << "row " << i << " col " << j << " of M = " << m
+                                                << " threads=" << n_threads << " trans_b=" << trans_b;
+    }
+}
+
+TEST_P(GemmTierTest, SkinnyRowsIndependentOfBatch) {
+  uint32_t seed = 300;
+  for (bool trans_b : {true, false}) {
+    check_rows_independent<float, float>(kernels(), trans_b, seed++);
+    check_rows_independent<float, bf16>(kernels(), trans_b, seed++);
+    check_rows_independent<bf16, bf16>(kernels(), trans_b, seed++);
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Paths that only large shapes take, on the fastest tier only (the reference takes ~1 s per product). Two
