@@ -17,15 +17,7 @@ namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<std::string> fixture_models() {
-  std::vector<std::string> names;
-  const fs::path root = fs::path(testing::fixtures_root()) / "models";
-  if (fs::exists(root))
-    for (const auto& d : fs::directory_iterator(root))
-      if (fs::exists(d.path() / "config.json")) names.push_back(d.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> fixture_models() { return testing::fixture_model_names(); }
 
 struct Expected {
   ParamRole role;

@@ -2,6 +2,7 @@
 // and a scratch folder under the build tree.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -18,6 +19,18 @@ inline std::string fixtures_root() {
 #else
   return "tests/fixtures";
 #endif
+}
+
+// The fixture model folders (tests/fixtures/models/<name>) holding `marker` (config.json: every model;
+// reference.safetensors: those with Hugging Face reference outputs), sorted by name.
+inline std::vector<std::string> fixture_model_names(const std::string& marker = "config.json") {
+  std::vector<std::string> names;
+  const std::filesystem::path root = std::filesystem::path(fixtures_root()) / "models";
+  if (std::filesystem::exists(root))
+    for (const auto& d : std::filesystem::directory_iterator(root))
+      if (std::filesystem::exists(d.path() / marker)) names.push_back(d.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // A fresh, empty folder. Named per process: CTest runs tests in parallel processes, and tests of one

@@ -32,7 +32,8 @@ PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
   n_workers_ = c.n_threads > 0 ? c.n_threads : current_context().pool.n_threads();
   scratch_.resize(static_cast<size_t>(n_workers_) *
                   paged_attention_scratch_floats(c.n_heads, c.n_kv_heads, c.head_dim, c.block_size));
-  task_starts_.resize(65);
+  // One entry per sequence of a batch, plus one: room for as many sequences as the pool can hold apart.
+  task_starts_.resize(static_cast<size_t>(std::max<int64_t>(64, config_.n_blocks)) + 1);
 }
 
 KvSequence PagedKvStore::allocate(int64_t max_tokens) {

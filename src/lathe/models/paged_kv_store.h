@@ -59,7 +59,7 @@ class PagedKvStore final : public KvStore {
   std::vector<int32_t> free_ids_;           // sequence ids to reuse
   int n_workers_ = 1;
   std::vector<float> scratch_;        // n_workers_ · paged_attention_scratch_floats
-  std::vector<int64_t> task_starts_;  // [S + 1]; grows only when a batch has more sequences than any before
+  std::vector<int64_t> task_starts_;  // [S + 1], sized for n_blocks sequences (grows only if sequences share blocks)
 };
 
 }  // namespace lathe
