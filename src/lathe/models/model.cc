@@ -236,10 +236,15 @@ void Model::check_head_targets(const ForwardBatch& batch, const Tensor& targets,
                   dtype_name(targets.dtype()), " ", shape_str(targets.shape()));
 }
 
+Tensor Model::head_input(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o,
+                         const char* where) const {
+  check_head_targets(batch, targets, where);
+  check_options(o, where);
+  return linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
+}
+
 Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o) const {
-  check_head_targets(batch, targets, "[loss]");
-  check_options(o, "[loss]");
-  const Tensor h = linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
+  const Tensor h = head_input(batch, targets, o, "[loss]");  // [M, C]
   LinearCrossEntropyOptions ce;
   ce.ignore_index = -100;
   ce.final_softcap = cfg_.final_softcap;
@@ -248,9 +253,7 @@ Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const Forwa
 
 TokenLogprobs Model::token_logprobs(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o,
                                     bool want_entropy) const {
-  check_head_targets(batch, targets, "[token_logprobs]");
-  check_options(o, "[token_logprobs]");
-  const Tensor h = linear_input(decoder_hidden(cfg_, w_, inv_freq_, batch, o), w_.lm_head, o);  // [M, C]
+  const Tensor h = head_input(batch, targets, o, "[token_logprobs]");  // [M, C]
   LinearTokenLogprobsOptions lo;
   lo.ignore_index = -100;
   lo.final_softcap = cfg_.final_softcap;

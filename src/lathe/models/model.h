@@ -107,6 +107,9 @@ class Model {
   void parse_config_text(const std::string& text, const std::string& where);
   void check_options(const ForwardOptions& o, const char* where) const;
   void check_head_targets(const ForwardBatch& batch, const Tensor& targets, const char* where) const;
+  // The fused heads' input: checks targets and options, runs the decoder -> hidden [M, C] (bf16-rounded
+  // when the head reads its bf16 copy).
+  Tensor head_input(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o, const char* where) const;
   ModelConfig cfg_;
   ModelWeights w_;
   std::vector<std::vector<float>> inv_freq_;  // per layer, [R/2] (empty with learned positions): rotary_tables
