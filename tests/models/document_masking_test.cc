@@ -8,6 +8,7 @@
 #include "lathe/autograd/node.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
+#include "fixture_model.h"
 
 namespace lathe {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 TEST(DocumentMasking, PackedDocumentsEqualSeparateRuns) {
   for (const std::string family : {"llama", "gpt2", "gemma3", "qwen3_moe"}) {
     SCOPED_TRACE(family);
-    auto m = Model::load(testing::fixtures_root() + "/models/" + family, {.force_f32 = true});
+    auto m = testing::load_fixture_model_f32(family);
     NoGradGuard ng;
     const int64_t V = m->config().vocab_size;
     // One row: document A (5 tokens) then document B (7 tokens).

@@ -6,23 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
 #include "lathe/models/paged_kv_store.h"
+#include "fixture_model.h"
 
 namespace lathe {
 namespace {
-namespace fs = std::filesystem;
 
 std::vector<std::string> fixture_models() { return testing::fixture_model_names(); }
 
-std::unique_ptr<Model> load(const std::string& name) {
-  return Model::load((fs::path(testing::fixtures_root()) / "models" / name).string(), {.force_f32 = true});
-}
+std::unique_ptr<Model> load(const std::string& name) { return testing::load_fixture_model_f32(name); }
 
 // Two rows of 12 tokens holding documents of 5, 7 | 3, 9 tokens (positions restart per document).
 struct Packed {

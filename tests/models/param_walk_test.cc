@@ -12,6 +12,7 @@
 
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
+#include "fixture_model.h"
 
 namespace lathe {
 namespace {
@@ -98,7 +99,7 @@ TEST_P(ParamWalk, VisitsEveryTensorOnceWithItsRoleAndLayer) {
 // The bf16 compute copies sit on exactly the Linears' weights (for_each_linear), each the shape of its
 // weight: the matmul weights of the walk plus a tied head; no norm, bias, lookup-only or MoE tensor.
 TEST_P(ParamWalk, Bf16CopiesCoverTheLinearWeights) {
-  auto m = Model::load(testing::fixtures_root() + "/models/" + GetParam(), {.force_f32 = true});
+  auto m = testing::load_fixture_model_f32(GetParam());
   EXPECT_FALSE(m->has_bf16_copies());
   EXPECT_THROW(m->round_bf16_copies(1), InvalidArgument);
   m->make_bf16_copies();

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -15,16 +14,14 @@
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
 #include "lathe/models/paged_kv_store.h"
+#include "fixture_model.h"
 
 namespace lathe {
 namespace {
-namespace fs = std::filesystem;
 
 std::vector<std::string> fixture_models() { return testing::fixture_model_names(); }
 
-std::unique_ptr<Model> load(const std::string& name) {
-  return Model::load((fs::path(testing::fixtures_root()) / "models" / name).string(), {.force_f32 = true});
-}
+std::unique_ptr<Model> load(const std::string& name) { return testing::load_fixture_model_f32(name); }
 
 PagedKvStore make_store(const ModelConfig& c, int64_t n_blocks, int block_size) {
   return PagedKvStore(paged_kv_store_config(c, n_blocks, block_size));
