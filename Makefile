@@ -17,14 +17,17 @@ BENCH_PACKAGES := python3 python3-torch python3-numpy libopenblas0-openmp clang
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup bench-setup build test demo verify-fixtures asan fuzz bench clean
+.PHONY: packages setup bench-setup build build-lathe test demo verify-fixtures asan fuzz bench clean
 
-setup:
+# The Debian packages of the build (what `make demo` needs); `setup` adds the tests' tokenizer files.
+packages:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
-	  echo "setup: installing $$missing"; \
+	  echo "packages: installing $$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	else echo "setup: all build packages present"; fi
+	else echo "packages: all build packages present"; fi
+
+setup: packages
 	@command -v npm >/dev/null || { echo "setup: installing nodejs npm"; $(SUDO) apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
 	@bash tools/fetch_tokenizers.sh $(TOKENIZERS)
@@ -37,6 +40,11 @@ build: setup
 	cmake --preset $(PRESET) >/dev/null
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
+# Only the CLI (what `make demo` runs): no test or benchmark binaries.
+build-lathe: packages
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS) --target lathe
+
 test: build
 	LATHE_TOKENIZERS=$(TOKENIZERS) ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
@@ -45,7 +53,7 @@ test: build
 # --overwrite: a second `make demo` starts the run in runs/quickstart over (without it, pretrain refuses a
 # folder that holds a run).
 QUICKSTART_DATA ?= data/quickstart
-demo: build
+demo: build-lathe
 	@echo "== lathe data synth --out $(QUICKSTART_DATA)"
 	@$(LATHE) data synth --out $(QUICKSTART_DATA)
 	@echo "== lathe data prepare $(QUICKSTART_DATA)/world.jsonl"
