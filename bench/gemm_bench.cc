@@ -1,5 +1,5 @@
 // Google Benchmark of the CPU gemm: a square 1024^3 product, the GPT-2 124M (B*T = 256 tokens, C = 768) and
-// Llama tiny-110M (B*T = 1024 tokens) training-step shapes (forward, dX and dW), batch-1 decode GEMVs
+// Llama tiny-110M (B*T = 1024 and 2048 tokens) training-step shapes (forward, dX and dW), batch-1 decode GEMVs
 // with Llama-1B shapes, and batched decode (M = 1..32 sequences, BM_Decode_*) on GPT-2 / 110M / 1B shapes.
 // Counters: FLOP/s for the products, weight bytes/s for the GEMVs. The thread count is the last Arg.
 // BM_PeakFma is the fp32 FMA peak (as bench/peak_fma.cc) on the same ThreadPool: on a shared host, run it
@@ -123,10 +123,12 @@ std::vector<GemmShape> gpt2_shapes() {
   return shapes;
 }
 
-// Llama-style tiny-110M (dim 768, FFN 2048, vocab 32000; ../shared/tools/make_bench_model.py), B*T = 4 * 256
-// = 1024 tokens: q/k/v/o [768, 768], gate/up [2048, 768], down [768, 2048], lm head [32000, 768].
-std::vector<GemmShape> llama110m_shapes() {
-  constexpr int64_t kTokens = 1024, kC = 768, kF = 2048;
+// Llama-style tiny-110M (dim 768, FFN 2048, vocab 32000; ../shared/tools/make_bench_model.py), B*T tokens:
+// 4 * 256 = 1024 ("llama_") or 8 * 256 = 2048 (the training recipe's B = 8, "llama8_"): q/k/v/o [768, 768],
+// gate/up [2048, 768], down [768, 2048], lm head [32000, 768].
+std::vector<GemmShape> llama110m_shapes(int64_t batch) {
+  const int64_t kTokens = batch * 256, kC = 768, kF = 2048;
+  const std::string prefix = batch == 4 ? "llama_" : "llama" + std::to_string(batch) + "_";
   struct Linear {
     const char* name;
     int64_t out, in;
@@ -134,9 +136,9 @@ std::vector<GemmShape> llama110m_shapes() {
   const Linear linears[] = {{"attn", kC, kC}, {"up", kF, kC}, {"down", kC, kF}, {"lm_head", 32000, kC}};
   std::vector<GemmShape> shapes;
   for (const Linear& l : linears) {
-    shapes.push_back({std::string("llama_fwd_") + l.name, false, true, kTokens, l.out, l.in});
-    shapes.push_back({std::string("llama_dX_") + l.name, false, false, kTokens, l.in, l.out});
-    shapes.push_back({std::string("llama_dW_") + l.name, true, false, l.out, l.in, kTokens});
+    shapes.push_back({prefix + "fwd_" + l.name, false, true, kTokens, l.out, l.in});
+    shapes.push_back({prefix + "dX_" + l.name, false, false, kTokens, l.in, l.out});
+    shapes.push_back({prefix + "dW_" + l.name, true, false, l.out, l.in, kTokens});
   }
   return shapes;
 }
@@ -146,7 +148,8 @@ void register_all() {
   benchmark::RegisterBenchmark("BM_PeakFma/f32", bench_peak_fma)->Apply(threads);
   std::vector<GemmShape> shapes = {{"1024x1024x1024", false, false, 1024, 1024, 1024}};
   for (const GemmShape& s : gpt2_shapes()) shapes.push_back(s);
-  for (const GemmShape& s : llama110m_shapes()) shapes.push_back(s);
+  for (int64_t batch : {4, 8})
+    for (const GemmShape& s : llama110m_shapes(batch)) shapes.push_back(s);
   for (const GemmShape& s : shapes) {
     benchmark::RegisterBenchmark(("BM_Gemm_F32/" + s.name).c_str(),
                                  [s](benchmark::State& st) { bench_gemm<float, float>(st, s); })

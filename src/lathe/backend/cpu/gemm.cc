@@ -218,12 +218,28 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
 // ---------------------------------------------------------------------------------------------------
 // Blocked algorithm.
 
-// Cache blocking (Goto/BLIS loop order). An A micro-panel (MR x KC f32 = 21 KiB) stays in L1 across the
-// jr loop while B micro-panels stream from the worker's L2, which holds the packed B chunk (KC x NC <=
-// 768 KiB); the packed A block (MC x KC, all of a worker's rows up to kMaxABlock) is used right after
-// packing, while it is still in L2, and every element of A and B is packed once per worker.
-constexpr int64_t kKc = 384, kNc = 512;
-constexpr int64_t kMaxABlock = int64_t{4} << 20;  // packed A elements per block (16 MiB f32)
+}  // namespace
+
+// Cache blocking (Goto/BLIS loop order), from the cache sizes of this CPU (cache_info.h). An A micro-panel
+// (MR x KC) stays in L1 across the jr loop while B micro-panels stream from the worker's L2, which holds the
+// packed B chunk (KC x NC); the packed A block (MC x KC: all of a worker's rows up to a_block elements) is
+// used right after packing, while it is still in L2/L3, and every element of A and B is packed once per
+// worker. The old constants (KC 384, NC 512: a 768 KiB B chunk) were tuned for a 1.25 MiB L2 and spilled
+// to L3 on a CPU with 512 KiB.
+GemmBlocking gemm_blocking_for(const CacheInfo& caches, int mr, int nr) {
+  constexpr int64_t kF32 = sizeof(float);
+  GemmBlocking blk;
+  // The A micro-panel in at most half of L1d (the B lines streaming through take the rest); past 384 steps
+  // the C tile's load and store are under 1% of the kernel's time, so a longer panel gains nothing.
+  blk.kc = std::clamp<int64_t>(caches.l1d / 2 / (mr * kF32) / 8 * 8, 128, 384);
+  // The B chunk in half of L2 (A micro-panels and C tiles pass through the other half); at least 4 panels.
+  blk.nc = std::max<int64_t>(4 * nr, caches.l2 / 2 / (blk.kc * kF32) / nr * nr);
+  // The A block in a quarter of L3 (shared with the other workers' blocks and C).
+  blk.a_block = std::clamp<int64_t>(caches.l3 / 4 / kF32, int64_t{1} << 16, int64_t{4} << 20);
+  return blk;
+}
+
+namespace {
 
 // The transposing packer of the tier for element type T (nullptr: portable loop).
 template <class T>
@@ -251,6 +267,7 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
   const int64_t row_panels = (m + mr - 1) / mr, n_panels = (n + nr - 1) / nr;
+  const GemmBlocking blk = gemm_blocking_for(cache_info(), mr, nr);
 
   // Workers split the rows or the columns into equal whole-panel ranges and run independently, each
   // packing the A rows and B columns it needs: no shared buffer, no barrier. (One packed A shared by the
@@ -263,14 +280,14 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   n_workers = static_cast<int>(std::min<int64_t>(n_workers, split_m ? row_panels : n_panels));
 
   // Blocks: A [mc_blk rows][kc_blk], B [kc_blk][chunk_cols].
-  const int64_t kc_blk = balanced_block(k, kKc, 2);  // even: bf16 pairs never straddle two blocks
+  const int64_t kc_blk = balanced_block(k, blk.kc, 2);  // even: bf16 pairs never straddle two blocks
   const int64_t kcp_max = packed_k(kc_blk);
   const int64_t rows_max = split_m ? (row_panels + n_workers - 1) / n_workers * mr : m;  // per worker
-  const int64_t mc_blk = balanced_block(rows_max, std::max<int64_t>(mr, kMaxABlock / kcp_max / mr * mr), mr);
-  // Each worker splits its columns into equal chunks of at most kNc (its own balanced_block, which is not
+  const int64_t mc_blk = balanced_block(rows_max, std::max<int64_t>(mr, blk.a_block / kcp_max / mr * mr), mr);
+  // Each worker splits its columns into equal chunks of at most blk.nc (its own balanced_block, which is not
   // monotonic in the width: the buffer takes the bound).
   const int64_t cols_max = split_m ? n : (n_panels + n_workers - 1) / n_workers * nr;  // per worker
-  const int64_t chunk_cols_max = (std::min(cols_max, kNc) + nr - 1) / nr * nr;
+  const int64_t chunk_cols_max = (std::min(cols_max, blk.nc) + nr - 1) / nr * nr;
 
   // All packing buffers in one block from the Context allocator, which keeps freed blocks of >= 1 MiB (a
   // fresh mapping per call cost ~2% of the call in page faults) and aligns every block to 64 bytes. A
@@ -291,7 +308,7 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
       n0 = n_panels * w / nw * nr;
       n1 = std::min(n, n_panels * (w + 1) / nw * nr);
     }
-    const int64_t chunk_cols = balanced_block(n1 - n0, kNc, nr);
+    const int64_t chunk_cols = balanced_block(n1 - n0, blk.nc, nr);
     PackT* const a_pack = static_cast<PackT*>(scratch.get()) + w * per_worker_elems;
     PackT* const b_pack = a_pack + align16(mc_blk * kcp_max);
     for (int64_t i0 = m0; i0 < m1; i0 += mc_blk) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "lathe/backend/cpu/cache_info.h"
 #include "lathe/backend/cpu/gemm.h"
 
 // Function attributes of the AVX-512 kernels (gemm_avx512.cc, gemv_avx512.cc), compiled for their tier
@@ -69,6 +70,13 @@ GemmIsa gemm_selected_isa();
 // Highest tier the CPU can run (ignores LATHE_CPU); the tests loop over tiers up to it.
 GemmIsa gemm_max_supported_isa();
 const GemmKernels& gemm_kernels_for(GemmIsa isa);
+
+// Block sizes of the blocked driver for an MR x NR tile (gemm.cc says how they follow from the caches):
+// kc K steps per packed panel, nc columns per packed B chunk (a multiple of nr), a_block packed A elements.
+struct GemmBlocking {
+  int64_t kc = 0, nc = 0, a_block = 0;
+};
+GemmBlocking gemm_blocking_for(const CacheInfo& caches, int mr, int nr);
 
 // The drivers with an explicit tier (the public gemm() passes gemm_selected_isa()).
 void gemm_with(const GemmKernels& kern, const GemmArgs<float, float>& args, const ThreadPool& pool);
