@@ -1,5 +1,6 @@
 // lathe bench roofline: this machine's limits (compute peak per ISA, bandwidth per thread count) and
-// lathe's own kernels placed against them, as roofline.svg and roofline.json.
+// lathe's own kernels placed against them, as roofline.svg and roofline.json. lathe bench tier: the
+// kernels' instruction tier, for the benchmark scripts.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -135,10 +136,40 @@ int cmd_bench_roofline(int argc, char** argv) {
 
 }  // namespace
 
+const CommandSpec& bench_tier_spec() {
+  static const CommandSpec spec{
+      .name = "bench tier",
+      .usage = "",
+      .brief = "print the instruction tier lathe's kernels run at here (avx512bf16, avx512, avx2, scalar)",
+      .summary = "Prints the tier the CPU kernels dispatch to on this machine (LATHE_CPU=avx2|avx512|scalar caps it),\n"
+                 "so benchmark scripts can print it beside every lathe figure.\n",
+      .options = {}};
+  return spec;
+}
+
+namespace {
+
+int cmd_bench_tier(int argc, char** argv) {
+  const Args a = Args::parse(argc, argv, 3, bench_tier_spec());
+  if (a.help() || !a.positional.empty()) {
+    std::fputs(help_text(bench_tier_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
+  }
+  std::printf("%s\n", cpu::gemm_isa());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "roofline") return cmd_bench_roofline(argc, argv);
-  std::fputs("usage: lathe bench roofline [--out DIR] [--threads N] [--quick]\n(with --help)\n", stderr);
+  if (sub == "tier") return cmd_bench_tier(argc, argv);
+  std::fputs(
+      "usage: lathe bench roofline [--out DIR] [--threads N] [--quick]\n"
+      "       lathe bench tier\n"
+      "(each with --help)\n",
+      stderr);
   return sub == "--help" || sub == "-h" ? 0 : 2;
 }
 

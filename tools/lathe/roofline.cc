@@ -123,15 +123,18 @@ std::string escape(const std::string& s) {
 std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint>& points) {
   // Axis ranges in decades, covering every point and roof with a margin.
   double x_lo = 1, x_hi = 100, y_lo = 1, y_hi = 10;
-  double top_roof = 0;
-  for (const ComputeRoof& r : m.compute)
-    if (r.present) top_roof = std::max(top_roof, r.value);
+  double top_roof = 0, top_flop_roof = 0;  // the int8 roofs count GOP/s, not flops: bandwidth lines stop below
+  for (const ComputeRoof& r : m.compute) {
+    if (!r.present) continue;
+    top_roof = std::max(top_roof, r.value);
+    if (r.unit == "GFLOP/s") top_flop_roof = std::max(top_flop_roof, r.value);
+  }
   const double bw_hi = std::max(m.read_roof(), m.triad_roof());
   for (const RooflinePoint& p : points) {
     if (p.intensity > 0) x_lo = std::min(x_lo, p.intensity), x_hi = std::max(x_hi, p.intensity);
     if (p.gflops > 0) y_lo = std::min(y_lo, p.gflops);
   }
-  if (bw_hi > 0 && top_roof > 0) x_hi = std::max(x_hi, 4 * top_roof / bw_hi);  // past the ridge
+  if (bw_hi > 0 && top_flop_roof > 0) x_hi = std::max(x_hi, 4 * top_flop_roof / bw_hi);  // past the ridge
   const double bw_lo = std::min(m.read_roof() > 0 ? m.read_roof() : bw_hi, m.triad_roof() > 0 ? m.triad_roof() : bw_hi);
   if (bw_lo > 0) y_lo = std::min(y_lo, bw_lo * x_lo);
   y_hi = std::max({y_hi, top_roof});
@@ -142,9 +145,21 @@ std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint
   const auto py = [&](double y) { return top + height - height * (std::log10(y) - ly0) / (ly1 - ly0); };
   const double x_min = std::pow(10, lx0), x_max = std::pow(10, lx1);
 
-  std::ostringstream svg;
+  // The legend, one line per point, sizes the picture (~6.2 px per character at font-size 11).
+  std::vector<std::string> legend;
+  size_t longest = 48;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const RooflinePoint& p = points[i];
+    legend.push_back(std::to_string(i + 1) + ". " + p.k.name + " (" + p.k.tier + "): " + num(p.gflops) + " GFLOP/s, " +
+                     num(p.gbps) + " GB/s, " + num(100 * p.fraction, "%.0f") + "% of " +
+                     (p.compute_bound ? p.compute_roof : p.memory_roof));
+    longest = std::max(longest, legend.back().size());
+  }
+  const double legend_x = left + width + 20, svg_width = legend_x + 6.2 * static_cast<double>(longest) + 20;
   const double legend_h = 40 + 16.0 * static_cast<double>(points.size());
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='1100' height='" << num(std::max(560.0, legend_h + 60), "%.0f")
+  std::ostringstream svg;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << num(svg_width, "%.0f") << "' height='"
+      << num(std::max(560.0, legend_h + 60), "%.0f")
       << "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
   svg << "<text x='" << left << "' y='24' font-size='15' font-weight='bold'>lathe roofline: " << escape(m.cpu_model)
       << ", " << m.threads << " thread(s)</text>\n";
@@ -181,19 +196,21 @@ std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint
         << color << "'>" << escape(r.name) << " " << num(r.value, "%.0f") << " " << r.unit << "</text>\n";
   }
   // Bandwidth roofs: y = bw * x from the left edge up to the top compute roof (or the plot's top).
-  const auto bw_line = [&](double bw, const char* name, const char* color, double label_dy) {
+  // Labels: read above the line (ending left of it), triad below it, so close lines keep readable labels.
+  const auto bw_line = [&](double bw, const char* name, const char* color, bool above) {
     if (bw <= 0) return;
-    const double y_end = top_roof > 0 ? top_roof : std::pow(10, ly1);
+    const double y_end = top_flop_roof > 0 ? top_flop_roof : std::pow(10, ly1);
     const double x_end = std::min(x_max, y_end / bw), x_start = std::max(x_min, std::pow(10, ly0) / bw);
     if (x_end <= x_start) return;
     svg << "<line x1='" << num(px(x_start)) << "' y1='" << num(py(bw * x_start)) << "' x2='" << num(px(x_end))
         << "' y2='" << num(py(bw * x_end)) << "' stroke='" << color << "' stroke-width='1.5'/>\n";
     const double xl = std::sqrt(x_start * x_end);
-    svg << "<text x='" << num(px(xl) + 6) << "' y='" << num(py(bw * xl) + label_dy) << "' font-size='11' fill='" << color
-        << "'>" << name << " " << num(bw) << " GB/s</text>\n";
+    svg << "<text x='" << num(px(xl) + (above ? -8 : 8)) << "' y='" << num(py(bw * xl) + (above ? -4 : 12))
+        << "' font-size='11' text-anchor='" << (above ? "end" : "start") << "' fill='" << color << "'>" << name << " "
+        << num(bw) << " GB/s</text>\n";
   };
-  bw_line(m.read_roof(), "read", "#2ca02c", -6);
-  bw_line(m.triad_roof(), "triad", "#8c564b", 14);
+  bw_line(m.read_roof(), "read", "#2ca02c", true);
+  bw_line(m.triad_roof(), "triad", "#8c564b", false);
   // Points, numbered; the legend on the right repeats the number with the figures.
   for (size_t i = 0; i < points.size(); ++i) {
     const RooflinePoint& p = points[i];
@@ -204,18 +221,14 @@ std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint
     svg << "<text x='" << num(px(p.intensity) + 6) << "' y='" << num(py(p.gflops) - 5) << "' font-size='11'>" << i + 1
         << "</text>\n";
   }
-  const double lx = left + width + 20;
-  svg << "<text x='" << lx << "' y='" << top << "' font-size='12' font-weight='bold'>kernel (tier): GFLOP/s, GB/s, "
-      << "% of its roof</text>\n";
-  for (size_t i = 0; i < points.size(); ++i) {
-    const RooflinePoint& p = points[i];
-    svg << "<text x='" << lx << "' y='" << num(top + 20 + 16.0 * static_cast<double>(i)) << "' font-size='11' fill='"
-        << (p.compute_bound ? "#1f77b4" : "#c45a00") << "'>" << i + 1 << ". " << escape(p.k.name) << " ("
-        << escape(p.k.tier) << "): " << num(p.gflops) << ", " << num(p.gbps) << ", " << num(100 * p.fraction, "%.0f")
-        << "% of " << (p.compute_bound ? p.compute_roof : p.memory_roof) << "</text>\n";
-  }
-  svg << "<text x='" << lx << "' y='" << num(top + 30 + 16.0 * static_cast<double>(points.size()))
-      << "' font-size='11' fill='#555'>blue: compute-bound, orange: memory-bound</text>\n";
+  svg << "<text x='" << legend_x << "' y='" << top << "' font-size='12' font-weight='bold'>kernel (tier): achieved, "
+      << "and the fraction of its roof</text>\n";
+  for (size_t i = 0; i < points.size(); ++i)
+    svg << "<text x='" << legend_x << "' y='" << num(top + 20 + 16.0 * static_cast<double>(i)) << "' font-size='11' fill='"
+        << (points[i].compute_bound ? "#1f77b4" : "#c45a00") << "'>" << escape(legend[i]) << "</text>\n";
+  svg << "<text x='" << legend_x << "' y='" << num(top + 30 + 16.0 * static_cast<double>(points.size()))
+      << "' font-size='11' fill='#555'>blue: compute-bound, orange: memory-bound (roof = min(compute, intensity x "
+      << "bandwidth))</text>\n";
   svg << "</svg>\n";
   return svg.str();
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -10,37 +11,31 @@
 #include <iterator>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#endif
 
+#include "lathe/backend/cpu/machine_limits_loops.h"
 #include "lathe/base/error.h"
 
 namespace lathe::cpu {
 
 CpuFeatures CpuFeatures::detect() {
-  CpuFeatures f;
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  f.avx512f = __builtin_cpu_supports("avx512f");
-  f.avx512_bf16 = f.avx512f && __builtin_cpu_supports("avx512bf16");
-  f.avx512_vnni = f.avx512f && __builtin_cpu_supports("avx512vnni");
-  f.avx_vnni = f.avx2_fma && __builtin_cpu_supports("avxvnni");
-#endif
-  return f;
+  return {.avx2_fma = peak_loops::has_avx2_fma(),
+          .avx512f = peak_loops::has_avx512f(),
+          .avx512_bf16 = peak_loops::has_avx512_bf16(),
+          .avx512_vnni = peak_loops::has_avx512_vnni(),
+          .avx_vnni = peak_loops::has_avx_vnni()};
 }
 
+static_assert(std::size(peak_loops::kLoops) == static_cast<size_t>(ComputePeak::kCount), "one loop per ComputePeak");
+
 const ComputePeakInfo& compute_peak_info(ComputePeak p) {
-  static constexpr ComputePeakInfo kInfo[] = {
-      {"fp32_fma_avx2", "vfmadd231ps ymm", "GFLOP/s"},
-      {"fp32_fma_avx512", "vfmadd231ps zmm", "GFLOP/s"},
-      {"bf16_dot_avx512bf16", "vdpbf16ps zmm", "GFLOP/s"},
-      {"int8_dot_avx512vnni", "vpdpbusd zmm", "GOP/s"},
-      {"int8_dot_avxvnni", "vpdpbusd ymm (VEX)", "GOP/s"},
-  };
-  static_assert(std::size(kInfo) == static_cast<size_t>(ComputePeak::kCount), "one entry per ComputePeak");
-  return kInfo[static_cast<int>(p)];
+  static const auto kInfo = [] {
+    std::array<ComputePeakInfo, static_cast<size_t>(ComputePeak::kCount)> info;
+    for (size_t i = 0; i < info.size(); ++i)
+      info[i] = {peak_loops::kLoops[i].name, peak_loops::kLoops[i].instruction, peak_loops::kLoops[i].unit};
+    return info;
+  }();
+  return kInfo[static_cast<size_t>(p)];
 }
 
 bool compute_peak_supported(ComputePeak p, const CpuFeatures& cpu) {
@@ -56,109 +51,8 @@ bool compute_peak_supported(ComputePeak p, const CpuFeatures& cpu) {
 
 namespace {
 
-// Independent accumulator chains: latency (4-6 cycles) x 2 ports needs >= 8-12 in flight. AVX2 has 16
-// ymm registers (12 chains + 2 constants fit); AVX-512 has 32 zmm.
-constexpr int kChainsYmm = 12, kChainsZmm = 16;
 // Iterations per round: ~1 ms of work per worker, so the two barriers around a round cost < 1%.
 constexpr int64_t kIters = 400000;
-
-#if defined(__x86_64__) || defined(__i386__)
-
-// Each loop returns a value derived from every accumulator, so none can be optimised away.
-__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters, float seed) {
-  __m256 acc[kChainsYmm];
-  for (int i = 0; i < kChainsYmm; ++i) acc[i] = _mm256_set1_ps(seed + static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChainsYmm; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 1; i < kChainsYmm; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, acc[0]);
-  return out[0] + out[7];
-}
-
-__attribute__((target("avx512f"))) float fma_avx512(int64_t iters, float seed) {
-  __m512 acc[kChainsZmm];
-  for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 1; i < kChainsZmm; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, acc[0]);
-  return out[0] + out[15];
-}
-
-// bf16 pairs (1.0, 1.0) x (2^-24, 2^-24): the sums grow slowly and stay normal.
-__attribute__((target("avx512f,avx512bf16"))) float dot_bf16_avx512(int64_t iters, float seed) {
-  __m512 acc[kChainsZmm];
-  for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
-  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x33803380);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  }
-  for (int i = 1; i < kChainsZmm; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, acc[0]);
-  return out[0] + out[15];
-}
-
-// u8 x s8 products of 1 x 1, summed four to a lane: int32 sums that wrap harmlessly.
-__attribute__((target("avx512f,avx512vnni"))) float dot_int8_avx512(int64_t iters, float seed) {
-  __m512i acc[kChainsZmm];
-  for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_set1_epi32(static_cast<int>(seed) + i);
-  const __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(1);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChainsZmm; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], x, y);
-  }
-  for (int i = 1; i < kChainsZmm; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
-  int32_t out[16];
-  _mm512_storeu_si512(out, acc[0]);
-  return static_cast<float>(out[0] + out[15]);
-}
-
-__attribute__((target("avx2,avxvnni"))) float dot_int8_avxvnni(int64_t iters, float seed) {
-  __m256i acc[kChainsYmm];
-  for (int i = 0; i < kChainsYmm; ++i) acc[i] = _mm256_set1_epi32(static_cast<int>(seed) + i);
-  const __m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(1);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChainsYmm; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], x, y);
-  }
-  for (int i = 1; i < kChainsYmm; ++i) acc[0] = _mm256_add_epi32(acc[0], acc[i]);
-  int32_t out[8];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), acc[0]);
-  return static_cast<float>(out[0] + out[7]);
-}
-
-#endif
-
-using LoopFn = float (*)(int64_t iters, float seed);
-
-struct Loop {
-  LoopFn fn = nullptr;
-  double ops_per_iter = 0;  // flops (or int8 ops) of one iteration over every chain
-};
-
-Loop loop_for(ComputePeak p) {
-#if defined(__x86_64__) || defined(__i386__)
-  switch (p) {
-    case ComputePeak::kFp32FmaAvx2: return {fma_avx2, 2.0 * 8 * kChainsYmm};
-    case ComputePeak::kFp32FmaAvx512: return {fma_avx512, 2.0 * 16 * kChainsZmm};
-    case ComputePeak::kBf16DotAvx512: return {dot_bf16_avx512, 4.0 * 16 * kChainsZmm};
-    case ComputePeak::kInt8DotAvx512Vnni: return {dot_int8_avx512, 8.0 * 16 * kChainsZmm};
-    case ComputePeak::kInt8DotAvxVnni: return {dot_int8_avxvnni, 8.0 * 8 * kChainsYmm};
-    default: break;
-  }
-#endif
-  return {};
-}
 
 // Range of worker w of n over count elements, in 64-element (256-byte) blocks.
 void chunk(size_t count, int w, int n, size_t& begin, size_t& end) {
@@ -195,11 +89,9 @@ float sum_range(const float* x, size_t n) {
 void triad_range(float* __restrict a, const float* __restrict b, const float* __restrict c, float s, size_t begin,
                  size_t end) {
   size_t i = begin;
-#if defined(__x86_64__) || defined(__i386__)
   const __m128 vs = _mm_set1_ps(s);
   for (; i + 4 <= end; i += 4) _mm_stream_ps(a + i, _mm_add_ps(_mm_load_ps(b + i), _mm_mul_ps(vs, _mm_load_ps(c + i))));
   _mm_sfence();  // the streamed lines are visible before the pool's join
-#endif
   for (; i < end; ++i) a[i] = b[i] + s * c[i];
 }
 
@@ -209,8 +101,8 @@ using Clock = std::chrono::steady_clock;
 
 double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
                             const CpuFeatures& cpu) {
-  const Loop loop = loop_for(p);
-  if (!compute_peak_supported(p, cpu) || !loop.fn) return 0;
+  if (!compute_peak_supported(p, cpu)) return 0;
+  const peak_loops::Loop& loop = peak_loops::kLoops[static_cast<size_t>(p)];
   const int n = std::clamp(n_workers, 1, pool.n_threads());
   std::atomic<float> sink{0};
   double best = 0;
@@ -220,7 +112,7 @@ double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers
     pool.run_on_workers(n, [&](int w, int nw) {
       if (nw > 1) pool.barrier();
       if (w == 0) t0 = Clock::now();
-      sink.store(loop.fn(kIters, static_cast<float>(w + 1)), std::memory_order_relaxed);
+      sink.store(loop.run(kIters, static_cast<float>(w + 1)), std::memory_order_relaxed);
       if (nw > 1) pool.barrier();
       if (w == 0) t1 = Clock::now();
     });

@@ -3,7 +3,7 @@
 // memory bandwidth (read-only and STREAM triad) on any number of the pool's workers. `lathe bench
 // roofline` places lathe's kernels against these roofs; peak_flops.h's MFU denominator is the widest fp32
 // probe. A probe for an ISA the CPU lacks executes nothing and returns 0, so every caller runs on any
-// x86-64 CPU (and elsewhere, where every probe is absent).
+// x86-64 CPU. The loops themselves are in machine_limits_loops.h (shared with bench/peak_fma.cc).
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 
 namespace lathe::cpu {
 
-// The instruction-set extensions the probes need (__builtin_cpu_supports on x86; all false elsewhere).
+// The instruction-set extensions the probes need (__builtin_cpu_supports).
 struct CpuFeatures {
   bool avx2_fma = false;     // avx2 and fma
   bool avx512f = false;
