@@ -50,7 +50,10 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-void say(const std::string& s) { std::fprintf(stderr, "roofline: %s\n", s.c_str()), std::fflush(stderr); }
+void say(const std::string& s) {
+  std::fprintf(stderr, "roofline: %s\n", s.c_str());
+  std::fflush(stderr);
+}
 
 MachineLimits measure_limits(const Context& ctx, bool quick, cpu::BandwidthProbe& probe) {
   MachineLimits m;
