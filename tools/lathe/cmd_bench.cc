@@ -28,7 +28,7 @@ const CommandSpec& bench_roofline_spec() {
           "and int8 dot (VNNI) peaks where present, and read / triad bandwidth on 1..N threads; then times\n"
           "lathe's GEMMs (training and prefill shapes), causal attention, decode GEMVs (f32 and bf16 weights),\n"
           "rms_norm and AdamW, and writes OUT/roofline.svg (log-log roofline) and OUT/roofline.json (the same\n"
-          "numbers). Progress on stderr; the two paths on stdout. Takes ~1 minute (--quick: a few seconds).\n",
+          "numbers). Progress on stderr; the two paths on stdout. Under a minute (--quick: a few seconds).\n",
       .options = {
           {"--out", "DIR", "output folder (default: runs/roofline)"},
           {"--threads", "N", "threads of the kernels and the top bandwidth row (default: LATHE_NUM_THREADS, else all cores)"},

@@ -182,7 +182,7 @@ std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint
       << "' font-size='12' text-anchor='middle'>arithmetic intensity (flop / byte of compulsory traffic)</text>\n";
   svg << "<text x='20' y='" << top + height / 2 << "' font-size='12' text-anchor='middle' transform='rotate(-90 20 "
       << top + height / 2 << ")'>GFLOP/s (int8 roofs: GOP/s)</text>\n";
-  // Compute roofs: horizontal lines, labelled at the right end.
+  // Compute roofs: horizontal lines, labelled at the left end (the compute-bound points crowd the right).
   static const char* kRoofColors[] = {"#1f77b4", "#08306b", "#6a3d9a", "#b15928", "#e31a1c"};
   int i_roof = 0;
   for (const ComputeRoof& r : m.compute) {
@@ -192,7 +192,7 @@ std::string roofline_svg(const MachineLimits& m, const std::vector<RooflinePoint
     const bool fp32 = r.name.rfind("fp32", 0) == 0;
     svg << "<line x1='" << left << "' x2='" << left + width << "' y1='" << num(y) << "' y2='" << num(y) << "' stroke='"
         << color << "' stroke-width='1.5'" << (fp32 ? "" : " stroke-dasharray='6,4'") << "/>\n";
-    svg << "<text x='" << left + width - 4 << "' y='" << num(y - 4) << "' font-size='11' text-anchor='end' fill='"
+    svg << "<text x='" << left + 6 << "' y='" << num(y - 4) << "' font-size='11' fill='"
         << color << "'>" << escape(r.name) << " " << num(r.value, "%.0f") << " " << r.unit << "</text>\n";
   }
   // Bandwidth roofs: y = bw * x from the left edge up to the top compute roof (or the plot's top).
