@@ -12,7 +12,12 @@ GPT2=${GPT2:-$M/gpt2-124M} LLAMA110M=${LLAMA110M:-$M/tiny-110M-f32}
 LLAMA1B_F32=${LLAMA1B_F32:-$M/llama-1B-f32} LLAMA1B_BF16=${LLAMA1B_BF16:-$M/llama-1B-bf16}
 ROUNDS=${ROUNDS:-2} THREADS=${THREADS:-2} NEW_TOKENS=${NEW_TOKENS:-16} OUT=${OUT:-bench/out/compare}
 mkdir -p "$OUT"
-{ lscpu | grep "Model name"; date; } > "$OUT/machine.txt"
+# The tier each build's kernels run here (`lathe bench tier`, LATHE_CPU honoured; builds without that command:
+# unknown), beside the CPU: both builds must run the same tier for the comparison to mean anything.
+tier() { "$1/lathe" bench tier 2>/dev/null || echo "unknown (no \`lathe bench tier\` in $1)"; }
+{ lscpu | grep "Model name"; echo "tier: old $(tier "$OLD"), new $(tier "$NEW")${LATHE_CPU:+ (LATHE_CPU=$LATHE_CPU)}"; date; } \
+  > "$OUT/machine.txt"
+cat "$OUT/machine.txt" >&2
 for round in $(seq "$ROUNDS"); do
   for side in old new; do
     B=$OLD; [[ $side == new ]] && B=$NEW

@@ -2,8 +2,10 @@
 // Llama tiny-110M (B*T = 1024 and 2048 tokens) training-step shapes (forward, dX and dW), batch-1 decode GEMVs
 // with Llama-1B shapes, and batched decode (M = 1..32 sequences, BM_Decode_*) on GPT-2 / 110M / 1B shapes.
 // Counters: FLOP/s for the products, weight bytes/s for the GEMVs. The thread count is the last Arg.
-// BM_PeakFma is the fp32 FMA peak (as bench/peak_fma.cc) on the same ThreadPool: on a shared host, run it
-// in the same invocation with random interleaving so that peak and GEMMs meet the same load, e.g.
+// BM_PeakFma/<probe> is the compute peak of each ISA the CPU has (fp32_fma_avx2, fp32_fma_avx512,
+// bf16_dot_avx512bf16; as bench/peak_fma.cc) on the same ThreadPool, labelled with its tier as the GEMMs
+// are with theirs (bench/gemm_peak_pct.py divides each GEMM by the peak of its tier). On a shared host,
+// run it in the same invocation with random interleaving so that peak and GEMMs meet the same load, e.g.
 //   build/release/gemm_bench --benchmark_filter='BM_(PeakFma|Gemm_F32)/' --benchmark_repetitions=5
 //     --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2
 // GCC 12 flags the intrinsics' internal _mm512_undefined_*() as uninitialized once inlined (GCC PR 105593).
@@ -16,12 +18,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "fma_loop.h"
 #include "lathe/backend/cpu/gemm.h"
+#include "lathe/backend/cpu/machine_limits_loops.h"
 
 namespace {
 
@@ -41,18 +44,19 @@ std::vector<T> random_vector(size_t n, uint32_t seed) {
   return v;
 }
 
-// fp32 FMA peak of n workers of the pool: ~5 ms of FMAs per worker per iteration.
-void bench_peak_fma(benchmark::State& st) {
-  if (!__builtin_cpu_supports("avx512f")) return st.SkipWithError("no AVX-512");
+// Compute peak of one probe (machine_limits_loops.h: fp32 FMA per ISA, bf16 dot) on n workers of the pool:
+// ~5 ms of work per worker per iteration. The label is the tier the probe runs (avx2, avx512, ...).
+void bench_peak(benchmark::State& st, const lathe::cpu::peak_loops::Loop& loop, const char* tier) {
   const ThreadPool pool(static_cast<int>(st.range(0)));
   constexpr int64_t kIters = 1'000'000;
   std::vector<float> sink(pool.n_threads());
   for (auto _ : st) {
-    pool.run_on_workers(pool.n_threads(), [&](int w, int) { sink[w] = fma_loop(kIters, static_cast<float>(w)); });
+    pool.run_on_workers(pool.n_threads(), [&](int w, int) { sink[w] = loop.run(kIters, static_cast<float>(w)); });
     benchmark::DoNotOptimize(sink.data());
   }
-  st.counters["FLOP/s"] = benchmark::Counter(kFmaFlopsPerIter * kIters * pool.n_threads() * st.iterations(),
+  st.counters["FLOP/s"] = benchmark::Counter(loop.ops_per_iter * kIters * pool.n_threads() * st.iterations(),
                                              benchmark::Counter::kIsRate);
+  st.SetLabel(tier);
 }
 
 struct GemmShape {
@@ -145,7 +149,19 @@ std::vector<GemmShape> llama110m_shapes(int64_t batch) {
 
 void register_all() {
   auto threads = [](benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond); };
-  benchmark::RegisterBenchmark("BM_PeakFma/f32", bench_peak_fma)->Apply(threads);
+  // BM_PeakFma/<probe>/<threads> for each probe the CPU has (the others would die with SIGILL: skipped).
+  namespace loops = lathe::cpu::peak_loops;
+  const std::pair<const loops::Loop*, const char*> peaks[] = {
+      {&loops::kLoops[0], "avx2"}, {&loops::kLoops[1], "avx512"}, {&loops::kLoops[2], "avx512bf16"}};
+  for (const auto& [loop, tier] : peaks) {
+    if (!loop->cpu_has()) {
+      std::fprintf(stderr, "gemm_bench: BM_PeakFma/%s skipped: this CPU lacks %s\n", loop->name, loop->instruction);
+      continue;
+    }
+    benchmark::RegisterBenchmark((std::string("BM_PeakFma/") + loop->name).c_str(),
+                                 [loop, tier](benchmark::State& st) { bench_peak(st, *loop, tier); })
+        ->Apply(threads);
+  }
   std::vector<GemmShape> shapes = {{"1024x1024x1024", false, false, 1024, 1024, 1024}};
   for (const GemmShape& s : gpt2_shapes()) shapes.push_back(s);
   for (int64_t batch : {4, 8})

@@ -1,45 +1,38 @@
-// Measures this machine's peak AVX-512 throughput: fp32 FMA (vfmadd231ps) and bf16 dot (vdpbf16ps), at
-// 1 and 2 threads, and prints one JSON line. The GEMM benchmark report divides by these to get % of peak.
-// Standalone (no lathe deps): g++ -O2 -march=native -fopenmp bench/peak_fma.cc -o peak_fma
-#include <immintrin.h>
+// Measures this machine's compute peaks for each vector ISA the CPU has (fp32 FMA on AVX2 and AVX-512,
+// the bf16 dot vdpbf16ps, the int8 dot vpdpbusd of AVX-512 VNNI and AVX-VNNI) at 1 and 2 threads (or the
+// thread counts given as arguments), skipping the ones it lacks, and prints one JSON line; a table with
+// the ISA beside every figure goes to stderr. The loops are lathe's own (machine_limits_loops.h), so
+// the figures match `lathe bench roofline`. Runs on any x86-64 CPU.
+// Stand-alone (no lathe library): g++ -O2 -fopenmp bench/peak_fma.cc -o peak_fma; ./peak_fma [THREADS...]
+// JSON keys: "<probe>_<n>t" per probe and thread count (GFLOP/s, int8: GOP/s), "absent": the probes
+// skipped, and "fp32_fma_gflops_<n>t" / "fp32_fma_tier": the widest fp32 FMA the CPU has (the MFU peak).
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
-#include "fma_loop.h"
+#include "../src/lathe/backend/cpu/machine_limits_loops.h"
 
 namespace {
 
-// Same accumulator count as fma_loop (fma_loop.h).
-constexpr int kAcc = kFmaAccumulators;
-constexpr long kIters = 20'000'000;
+namespace loops = lathe::cpu::peak_loops;
 
-// vdpbf16ps: 16 lanes x 2 products x 2 flops per instruction.
-__attribute__((target("avx512f,avx512bf16"))) float dot_loop(long iters, float seed) {
-  __m512 acc[kAcc];
-  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
-  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x33d633d6);
-  for (long it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kAcc; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
-}
+constexpr long kIters = 20'000'000;  // ~0.1-0.3 s per thread and run
 
-// Best of 5 runs of fn on n_threads threads, in GFLOP/s (flops_per_iter counts all threads' work).
-template <class Fn>
-double measure(int n_threads, double flops_per_iter, Fn fn) {
+// Best of 5 runs of loop on n_threads threads, in G(FL)OP/s over all threads.
+double measure(int n_threads, const loops::Loop& loop) {
   double best = 0;
   volatile float sink = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(n_threads)
-    { sink = sink + fn(kIters, static_cast<float>(omp_get_thread_num())); }
+    { sink = sink + loop.run(kIters, static_cast<float>(omp_get_thread_num())); }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double g = flops_per_iter * kIters * n_threads / s / 1e9;
+    const double g = loop.ops_per_iter * kIters * n_threads / s / 1e9;
     if (g > best) best = g;
   }
   return best;
@@ -47,18 +40,37 @@ double measure(int n_threads, double flops_per_iter, Fn fn) {
 
 }  // namespace
 
-int main() {
-  __builtin_cpu_init();
-  const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
-  const double fma_flops = kFmaFlopsPerIter, dot_flops = kAcc * 16 * 4;
-  const double f1 = measure(1, fma_flops, fma_loop), f2 = measure(2, fma_flops, fma_loop);
-  double d1 = 0, d2 = 0;
-  if (has_bf16) {
-    d1 = measure(1, dot_flops, dot_loop);
-    d2 = measure(2, dot_flops, dot_loop);
+int main(int argc, char** argv) {
+  std::vector<int> threads;
+  for (int i = 1; i < argc; ++i) threads.push_back(std::max(1, std::atoi(argv[i])));
+  if (threads.empty()) threads = {1, 2};
+  std::string json = "{", absent;
+  std::string widest;  // the widest fp32 FMA probe present: later entries of kLoops are wider
+  std::vector<double> widest_values;
+  for (const loops::Loop& loop : loops::kLoops) {
+    if (!loop.cpu_has()) {
+      std::fprintf(stderr, "%-20s %-20s absent on this CPU: skipped\n", loop.name, loop.instruction);
+      absent += std::string(absent.empty() ? "" : ", ") + "\"" + loop.name + "\"";
+      continue;
+    }
+    std::vector<double> values;
+    std::fprintf(stderr, "%-20s %-20s", loop.name, loop.instruction);
+    for (int t : threads) {
+      values.push_back(measure(t, loop));
+      std::fprintf(stderr, "  %8.1f %s (%d thread%s)", values.back(), loop.unit, t, t == 1 ? "" : "s");
+      char item[96];
+      std::snprintf(item, sizeof(item), "\"%s_%dt\": %.1f, ", loop.name, t, values.back());
+      json += item;
+    }
+    std::fprintf(stderr, "\n");
+    if (std::string(loop.name).rfind("fp32_fma_", 0) == 0) widest = loop.name + 9, widest_values = values;
   }
-  std::printf(
-      "{\"fp32_fma_gflops_1t\": %.1f, \"fp32_fma_gflops_2t\": %.1f, \"bf16_dot_gflops_1t\": %.1f, "
-      "\"bf16_dot_gflops_2t\": %.1f}\n",
-      f1, f2, d1, d2);
+  for (size_t i = 0; i < widest_values.size(); ++i) {
+    char item[64];
+    std::snprintf(item, sizeof(item), "\"fp32_fma_gflops_%dt\": %.1f, ", threads[i], widest_values[i]);
+    json += item;
+  }
+  json += "\"fp32_fma_tier\": \"" + (widest.empty() ? std::string("none") : widest) + "\", \"absent\": [" + absent + "]}";
+  std::printf("%s\n", json.c_str());
+  return 0;
 }

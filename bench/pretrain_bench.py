@@ -38,8 +38,12 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     env_torch = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
-                     LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu/openblas-openmp",
-                     OPENBLAS_CORETYPE=os.environ.get("TORCH_OPENBLAS_CORETYPE", "Cooperlake"))
+                     LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu/openblas-openmp")
+    # OpenBLAS picks its own kernel for this CPU unless TORCH_OPENBLAS_CORETYPE names one (run_all.sh's knob).
+    if os.environ.get("TORCH_OPENBLAS_CORETYPE", "auto") != "auto":
+        env_torch["OPENBLAS_CORETYPE"] = os.environ["TORCH_OPENBLAS_CORETYPE"]
+    tier = subprocess.run([a.lathe, "bench", "tier"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    corename = "?"
     results = []
     for name in a.models.split(","):
         recipe, B, T, vocab, torch_name = SHAPES[name]
@@ -73,18 +77,22 @@ def main():
                 sys.exit(f"torch failed: {out.stderr[-3000:]}")
             lines = out.stdout.strip().splitlines()
             torch_rates.append(json.loads(lines[-2])["tokens_per_s"])
+            corename = json.loads(lines[-2]).get("openblas_corename") or "?"
             torch_rss.append(json.loads(lines[-1])["maxrss_mb"])
-            print(f"[{time.strftime('%H:%M:%S')}] {name} round {r}: lathe {lathe_rates[-1]:.0f} tok/s "
-                  f"({lathe_rss[-1]:.0f} MB), pytorch {torch_rates[-1]:.0f} tok/s ({torch_rss[-1]:.0f} MB), "
+            print(f"[{time.strftime('%H:%M:%S')}] {name} round {r}: lathe ({tier}) {lathe_rates[-1]:.0f} tok/s "
+                  f"({lathe_rss[-1]:.0f} MB), pytorch (OpenBLAS {corename}) {torch_rates[-1]:.0f} tok/s ({torch_rss[-1]:.0f} MB), "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
         lt, tt = statistics.median(lathe_rates), statistics.median(torch_rates)
-        results.append({"model": name, "batch": B, "seq": T, "threads": a.threads, "lathe_tok_s": lt,
+        results.append({"model": name, "batch": B, "seq": T, "threads": a.threads, "lathe_tier": tier,
+                        "openblas_corename": corename, "lathe_tok_s": lt,
                         "torch_tok_s": tt, "ratio": lt / tt, "lathe_rss_mb": max(lathe_rss),
                         "torch_rss_mb": max(torch_rss), "lathe_rounds": lathe_rates, "torch_rounds": torch_rates})
-    print("| model | B, T | threads | lathe tok/s | PyTorch tok/s | ratio (target 1.5x) | peak RSS lathe / PyTorch (MB) |")
+    print("| model | B, T | threads | lathe tok/s (tier) | PyTorch tok/s (OpenBLAS kernel) | ratio (target 1.5x) | "
+          "peak RSS lathe / PyTorch (MB) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        print(f"| {r['model']} | {r['batch']}, {r['seq']} | {r['threads']} | {r['lathe_tok_s']:.0f} | {r['torch_tok_s']:.0f} | "
+        print(f"| {r['model']} | {r['batch']}, {r['seq']} | {r['threads']} | {r['lathe_tok_s']:.0f} ({r['lathe_tier']}) | "
+              f"{r['torch_tok_s']:.0f} ({r['openblas_corename']}) | "
               f"{r['ratio']:.2f}x | {r['lathe_rss_mb']:.0f} / {r['torch_rss_mb']:.0f} |")
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -7,7 +7,9 @@ Training: per (model, threads), each round gives a lathe median step time (Googl
 its repetitions) and a PyTorch median step time (torch_train_step.py); the table shows the median over
 rounds of each, the ratio of those medians (lathe tokens/s / PyTorch tokens/s), the per-round ratios and
 the spread (max - min) / median of each side across rounds (over 10%: rerun). Decode: Google Benchmark's
-medians over repetitions of decode_bench.
+medians over repetitions of decode_bench, beside llama.cpp's llama-bench (pp / tg) where run_all.sh ran it.
+Every lathe figure names its tier (lathe_tier.txt, from `lathe bench tier`) and its % of peak divides by the
+peak of that tier measured in the same run (peak_fma.json); PyTorch's names the OpenBLAS kernel it chose.
 """
 import datetime
 import glob
@@ -17,8 +19,6 @@ import re
 import statistics
 import sys
 
-# fp32 FMA peak of this machine, GFLOP/s (/work/shared/PERF.md; 2 cores: 514-545, the top taken).
-PERF_MD_FMA_PEAK = {1: 273.0, 2: 545.0}
 TRAIN_TARGET_RATIO = 1.5
 DECODE_TARGET_PCT = 80.0
 
@@ -44,6 +44,33 @@ def spread(xs):
     return (max(xs) - min(xs)) / statistics.median(xs) * 100 if len(xs) > 1 else 0.0
 
 
+# OpenBLAS kernel names (openblas_get_corename) -> the lathe tier whose FMA peak bounds them.
+OPENBLAS_TIER = {"skylakex": "avx512", "cooperlake": "avx512", "sapphirerapids": "avx512",
+                 "haswell": "avx2", "zen": "avx2", "skylake": "avx2"}
+
+
+def tier_peaks(p):
+    """{tier: {threads: GFLOP/s}} from peak_fma.json: fp32_fma_<tier>_<n>t keys (avx512bf16 runs f32 on the
+    avx512 FMAs); "widest" is the widest fp32 FMA present (fp32_fma_gflops_<n>t)."""
+    out = {}
+    for k, v in p.items():
+        m = re.fullmatch(r"fp32_fma_(avx2|avx512|gflops)_(\d+)t", k)
+        if m:
+            out.setdefault({"gflops": "widest"}.get(m.group(1), m.group(1)), {})[int(m.group(2))] = v
+    if "avx512" in out:
+        out["avx512bf16"] = out["avx512"]
+    return out
+
+
+def peak_for(peaks, tier, t):
+    """(GFLOP/s, tier name) of the peak a figure of `tier` at t threads is divided by, or (None, '')."""
+    if tier in peaks and t in peaks[tier]:
+        return peaks[tier][t], tier
+    if "widest" in peaks and t in peaks["widest"]:
+        return peaks["widest"][t], "widest fp32"
+    return None, ""
+
+
 def main():
     raw = sys.argv[1] if len(sys.argv) > 1 else "bench/out/raw"
     out = []
@@ -53,17 +80,23 @@ def main():
         fmt = lambda t: datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M")
         out.append(f"# lathe benchmark summary\n\nRaw results in `{raw}`, written {fmt(stamps[0])} .. {fmt(stamps[-1])}.\n")
 
-    # % of peak divides by the peak measured in this run (these machines are not PERF.md's Zen 5);
-    # PERF.md's figures only when no measurement is present.
-    peak = dict(PERF_MD_FMA_PEAK)
+    # % of peak divides by the peak measured in this run, for the tier that ran.
+    peaks = {}
     pf = os.path.join(raw, "peak_fma.json")
     if os.path.exists(pf):
         p = load(pf)
-        peak = {1: p['fp32_fma_gflops_1t'], 2: p['fp32_fma_gflops_2t']}
-        out.append(f"FMA peak measured by bench/peak_fma in this run: fp32 {p['fp32_fma_gflops_1t']:.0f} GFLOP/s at 1 thread, "
-                   f"{p['fp32_fma_gflops_2t']:.0f} at 2 (PERF.md: 273 / 514-545); bf16 dot {p.get('bf16_dot_gflops_1t', 0):.0f} / "
-                   f"{p.get('bf16_dot_gflops_2t', 0):.0f} (PERF.md: 555 / 1071). % of peak below divides by these measured "
-                   "figures.\n")
+        peaks = tier_peaks(p)
+        figures = ", ".join(f"{k.rsplit('_', 1)[0]} {v:.0f} ({k.rsplit('_', 1)[1]})" for k, v in p.items()
+                            if isinstance(v, (int, float)) and not k.startswith("fp32_fma_gflops"))
+        absent = ", ".join(p.get("absent", [])) or "none"
+        out.append(f"Compute peaks measured by bench/peak_fma in this run (GFLOP/s, int8: GOP/s; threads): {figures}. "
+                   f"Absent on this CPU (skipped): {absent}. % of peak below divides by the fp32 FMA peak of the "
+                   "tier that ran, at the same thread count.\n")
+    else:
+        out.append("No peak_fma.json in this run: no % of peak.\n")
+    tf = os.path.join(raw, "lathe_tier.txt")
+    lathe_tier = open(tf).read().strip() if os.path.exists(tf) else "?"
+    out.append(f"lathe's kernels ran the **{lathe_tier}** tier (`lathe bench tier`; LATHE_CPU caps it).\n")
 
     # ---- training ----
     runs = {}  # (model, threads) -> {"lathe": [(round, s)], "torch": [(round, s)], ...}
@@ -99,6 +132,7 @@ def main():
             d["meta"]["shape"] = f"B={doc['batch']} T={doc['seq']}"
             d["meta"]["blas"] = doc.get("blas", [])
             d["meta"]["coretype"] = doc.get("openblas_coretype", "auto")
+            d["meta"]["corename"] = doc.get("openblas_corename") or "?"
     if runs:
         out.append("## Training step (fp32, forward + backward, no optimizer)\n")
         out.append("FLOPs per step = 6 N (B T) + 12 L T C (B T); medians over interleaved rounds; ratio = lathe tok/s "
@@ -116,16 +150,20 @@ def main():
             ls = statistics.median([s for _, s in d["lathe"]]) if d["lathe"] else None
             ts = statistics.median([s for _, s in d["torch"]]) if d["torch"] else None
             gf = meta.get("lathe_gflop_step") or meta.get("torch_gflop_step") or 0
-            pk = peak.get(t)
+            corename = meta.get("corename", "?")
+            torch_tier = OPENBLAS_TIER.get(corename.lower(), "widest")
 
-            def fmt_side(s):
+            def fmt_side(s, tier, who):
                 if s is None:
                     return "-", "-", "-"
                 g = gf / s
-                return f"{s:.3f}", f"{tokens / s:.0f}", f"{g:.0f} ({100 * g / pk:.0f}%)" if pk else f"{g:.0f}"
+                pk, of = peak_for(peaks, tier, t)
+                tail = f", {who}" if who else ""
+                return f"{s:.3f}", f"{tokens / s:.0f}", \
+                    f"{g:.0f} ({100 * g / pk:.0f}% of the {of} peak{tail})" if pk else f"{g:.0f} ({tier}{tail})"
 
-            l1, l2, l3 = fmt_side(ls)
-            t1, t2, t3 = fmt_side(ts)
+            l1, l2, l3 = fmt_side(ls, lathe_tier, "")
+            t1, t2, t3 = fmt_side(ts, torch_tier, f"OpenBLAS {corename}")
             ratio = ts / ls if ls and ts else None
             per_round = []
             lr, tr = dict(d["lathe"]), dict(d["torch"])
@@ -146,20 +184,41 @@ def main():
         blas = next((m["meta"].get("blas") for m in runs.values() if m["meta"].get("blas")), None)
         if blas:
             cts = sorted({m["meta"].get("coretype", "auto") for m in runs.values() if m["meta"].get("blas")})
-            out.append(f"PyTorch BLAS: `{os.path.basename(blas[-1])}` ({os.path.dirname(blas[-1])}), "
-                       f"OPENBLAS_CORETYPE={', '.join(cts)} (auto = OpenBLAS's detection: Prescott/SSE3 on Zen 5).\n")
+            names = sorted({m["meta"].get("corename", "?") for m in runs.values() if m["meta"].get("blas")})
+            out.append(f"PyTorch BLAS: `{os.path.basename(blas[-1])}` ({os.path.dirname(blas[-1])}), OpenBLAS kernel "
+                       f"{', '.join(names)} (OPENBLAS_CORETYPE={', '.join(cts)}; auto = OpenBLAS's own detection).\n")
 
-    # ---- decode ----
+    # ---- decode (and llama.cpp's llama-bench on the same shape, when run_all.sh ran it) ----
+    llama = {}  # (lathe dtype, threads) -> {"pp": tok/s, "tg": tok/s, "pp_n": prompt, "tg_n": generated}
+    for dt_llama, dt_lathe in (("F32", "F32"), ("F16", "BF16")):  # F16 is llama.cpp's 16-bit peer of bf16
+        f = os.path.join(raw, f"llamacpp_{dt_llama}.json")
+        if not os.path.exists(f):
+            continue
+        try:
+            records = load(f)
+        except (json.JSONDecodeError, OSError):
+            continue
+        for rec in records:
+            d = llama.setdefault((dt_lathe, int(rec["n_threads"])), {"name": dt_llama})
+            if rec.get("n_gen", 0) > 0 and rec.get("n_prompt", 0) == 0:
+                d["tg"], d["tg_n"] = rec["avg_ts"], rec["n_gen"]
+            elif rec.get("n_prompt", 0) > 0 and rec.get("n_gen", 0) == 0:
+                d["pp"], d["pp_n"] = rec["avg_ts"], rec["n_prompt"]
     dec = os.path.join(raw, "decode.json")
     if os.path.exists(dec):
         rows = gb_median(load(dec))
-        out.append("## Batch-1 decode, llama-1B (16-token prompt, greedy, KV cache)\n")
+        out.append("## Batch-1 prefill and decode, llama-1B (random prompt, greedy, KV cache)\n")
         out.append("Roofline tok/s = bandwidth / weight bytes per token (all matrices incl. the tied head, in the loaded "
                    "dtype); bandwidth = mean of the probes right before and after each run (best of 3 passes each). "
-                   "Target: >= 80%.\n")
-        out.append("| weights | threads | decode tok/s | prefill tok/s | GB/token | achieved GB/s | read-only GB/s | "
-                   "% of read roofline | triad GB/s | % of triad roofline | probe drift | target (read / triad) |")
-        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                   "Target: >= 80%." + (" llama.cpp: llama-bench on the GGUF of the same shape (F16 beside lathe's "
+                                        "bf16), ratio = lathe / llama.cpp." if llama else
+                                        " (llama.cpp columns skipped: LLAMA_CPP_BIN / LLAMA_GGUF_DIR not set.)") + "\n")
+        head = ("| weights | tier | threads | decode tok/s | prefill tok/s | GB/token | achieved GB/s | read-only GB/s | "
+                "% of read roofline | triad GB/s | % of triad roofline | probe drift | target (read / triad) |")
+        if llama:
+            head += " llama.cpp pp tok/s | prefill ratio | llama.cpp tg tok/s | decode ratio |"
+        out.append(head)
+        out.append("|" + " --- |" * (head.count("|") - 1))
         for b in rows:
             n = b.get("run_name", b["name"])
             if not n.startswith("BM_Decode"):
@@ -168,9 +227,15 @@ def main():
             t = int(b["threads"])
             pr, pt = b["roofline_pct_read"], b["roofline_pct_triad"]
             tgt = "/".join("met" if x >= DECODE_TARGET_PCT else "MISSED" for x in (pr, pt))
-            out.append(f"| {dt} | {t} | {b['decode_tok/s']:.2f} | {b['prefill_tok/s']:.1f} | {b['weight_GB/tok']:.3f} | "
-                       f"{b['achieved_GB/s']:.1f} | {b['read_GB/s']:.1f} | {pr:.0f}% | {b['triad_GB/s']:.1f} | {pt:.0f}% | "
-                       f"{b['bw_drift_pct']:.0f}% | {tgt} |")
+            line = (f"| {dt} | {lathe_tier} | {t} | {b['decode_tok/s']:.2f} | {b['prefill_tok/s']:.1f} | "
+                    f"{b['weight_GB/tok']:.3f} | {b['achieved_GB/s']:.1f} | {b['read_GB/s']:.1f} | {pr:.0f}% | "
+                    f"{b['triad_GB/s']:.1f} | {pt:.0f}% | {b['bw_drift_pct']:.0f}% | {tgt} |")
+            if llama:
+                ll = llama.get((dt, t), {})
+                pp, tg = ll.get("pp"), ll.get("tg")
+                line += (f" {pp:.1f} ({ll['name']} pp{ll['pp_n']}) | {b['prefill_tok/s'] / pp:.2f}x |" if pp else " - | - |")
+                line += (f" {tg:.2f} ({ll['name']} tg{ll['tg_n']}) | {b['decode_tok/s'] / tg:.2f}x |" if tg else " - | - |")
+            out.append(line)
         probes = [b for b in rows if b.get("run_name", b["name"]).startswith("BM_Bandwidth")]
         if probes:
             out.append("\nStand-alone probes (GB/s): " + ", ".join(

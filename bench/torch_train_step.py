@@ -13,11 +13,13 @@ optimizer, fp32, random init and random token ids, in self-written nn.Modules of
 Warm-up steps, then the median of --steps steps; prints one JSON line. FLOPs per step use the same formula
 as train_step_bench.cc: 6 * N * B*T + 12 * L * T * C * B*T (N = parameters, tied embedding once).
 Needs Debian python3-torch with libopenblas0-openmp: without OpenBLAS, torch falls back to the reference
-BLAS and is ~12x slower (the JSON's "blas" field says which library was loaded). Debian's OpenBLAS 0.3.21
-detects Zen 5 as "Prescott" (SSE3 kernels, ~5x slower than its AVX-512 ones): set OPENBLAS_CORETYPE=Cooperlake
-(run_all.sh does) for the strong baseline.
+BLAS and is ~12x slower (the JSON's "blas" field says which library was loaded). OpenBLAS picks its kernel
+for the CPU itself; "openblas_corename" (openblas_get_corename() of the loaded library) says which it chose.
+Debian's OpenBLAS 0.3.21 does not know Zen 5 and falls back to "Prescott" (SSE3 kernels, ~5x slower than its
+AVX-512 ones): there set OPENBLAS_CORETYPE to a kernel the CPU can run (run_all.sh: TORCH_OPENBLAS_CORETYPE).
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -161,6 +163,20 @@ def loaded_blas():
         return []
 
 
+def openblas_corename(blas):
+    """OpenBLAS's chosen kernel ("Haswell", "SkylakeX", "Zen", ...) from the library torch loaded, or None."""
+    for path in blas:
+        if "openblas" not in path.lower():
+            continue
+        try:
+            fn = ctypes.CDLL(path).openblas_get_corename  # already mapped: the same handle torch uses
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_char_p
+        return fn().decode()
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=sorted(SHAPES), required=True)
@@ -222,6 +238,7 @@ def main():
         "gflops_per_step": flops / 1e9, "gflop_per_s": flops / med / 1e9, "blas": blas,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
+        "openblas_corename": openblas_corename(blas),
     }))
 
 

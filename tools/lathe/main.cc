@@ -19,6 +19,7 @@ int cmd_data(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_checkpoint(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 // Each command's options, as its parser reads them (one table for parsing and --help).
 const CommandSpec& info_spec();
 const CommandSpec& generate_spec();
@@ -31,6 +32,8 @@ const CommandSpec& data_prepare_spec();
 const CommandSpec& pretrain_spec();
 const CommandSpec& plot_spec();
 const CommandSpec& checkpoint_verify_spec();
+const CommandSpec& bench_roofline_spec();
+const CommandSpec& bench_tier_spec();
 }  // namespace lathe::cli
 
 namespace {
@@ -52,7 +55,7 @@ void usage() {
       "commands:\n";
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &verify_spec(), &tokenize_spec(), &detokenize_spec(),
                                   &data_synth_spec(), &data_prepare_spec(), &pretrain_spec(), &plot_spec(), &checkpoint_verify_spec(),
-                                  &chat_template_spec()})
+                                  &chat_template_spec(), &bench_roofline_spec(), &bench_tier_spec()})
     s += help_overview(*spec);
   s +=
       "\n"
@@ -80,6 +83,7 @@ int run_command(int argc, char** argv) {
     if (cmd == "pretrain") return lathe::cli::cmd_pretrain(argc, argv);
     if (cmd == "plot") return lathe::cli::cmd_plot(argc, argv);
     if (cmd == "checkpoint") return lathe::cli::cmd_checkpoint(argc, argv);
+    if (cmd == "bench") return lathe::cli::cmd_bench(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

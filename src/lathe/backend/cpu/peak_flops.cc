@@ -1,19 +1,19 @@
 #include "lathe/backend/cpu/peak_flops.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+
+#include "lathe/backend/cpu/machine_limits.h"
 
 namespace lathe::cpu {
 
 namespace {
 
-// The widest vector the build targets (-march=native: 16 floats with AVX-512); GCC emits FMAs for a*b+c.
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-#else
+// The fallback for CPUs without AVX2 + FMA: 8-float vectors in whatever the build targets (two SSE
+// registers without -march), which GCC turns into multiply-adds.
+typedef float Vec __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
-#endif
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
 // 12 independent accumulators cover the FMA latency x throughput product of current cores.
 float fma_chains(int64_t iters, float seed) {
@@ -28,30 +28,35 @@ float fma_chains(int64_t iters, float seed) {
   return sum;
 }
 
-}  // namespace
-
-double measure_fma_peak_gflops(const ThreadPool& pool, double seconds) {
+double portable_peak_gflops(const ThreadPool& pool, double seconds) {
   using Clock = std::chrono::steady_clock;
   const int n = pool.n_threads();
-  constexpr int64_t kIters = 100000;  // ~19 MFLOP per worker per round
+  constexpr int64_t kIters = 100000;
   std::atomic<float> sink{0};
   double best = 0;
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  // All workers run the same amount of work between two barriers; the round's wall time counts. (Timing
-  // each worker alone would overstate the peak where two vCPUs share a core.)
-  while (Clock::now() < end) {
+  do {
     Clock::time_point t0, t1;
-    pool.run_on_workers(n, [&](int w, int) {
-      pool.barrier();
+    pool.run_on_workers(n, [&](int w, int nw) {
+      if (nw > 1) pool.barrier();
       if (w == 0) t0 = Clock::now();
       sink.store(fma_chains(kIters, 1e-3f * static_cast<float>(w + 1)), std::memory_order_relaxed);
-      pool.barrier();
+      if (nw > 1) pool.barrier();
       if (w == 0) t1 = Clock::now();
     });
     const double dt = std::chrono::duration<double>(t1 - t0).count();
     best = std::max(best, 2.0 * 12 * kLanes * kIters * n / dt);
-  }
+  } while (Clock::now() < end);
   return best / 1e9;
+}
+
+}  // namespace
+
+double measure_fma_peak_gflops(const ThreadPool& pool, double seconds) {
+  const CpuFeatures cpu = CpuFeatures::detect();
+  if (cpu.avx512f) return measure_compute_peak(ComputePeak::kFp32FmaAvx512, pool, pool.n_threads(), seconds, cpu);
+  if (cpu.avx2_fma) return measure_compute_peak(ComputePeak::kFp32FmaAvx2, pool, pool.n_threads(), seconds, cpu);
+  return portable_peak_gflops(pool, seconds);
 }
 
 }  // namespace lathe::cpu

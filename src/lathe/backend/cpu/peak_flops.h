@@ -1,6 +1,6 @@
-// The machine's measured fp32 FMA peak, the denominator of MFU (PERF.md: "% of measured peak"): every
-// worker runs independent chains of vector FMAs for a short time. bench/peak_fma.cc is the stand-alone
-// version used by the benchmark scripts.
+// The machine's measured fp32 FMA peak, the denominator of MFU (PERF.md: "% of measured peak"): the
+// widest fp32 FMA probe of machine_limits.h the CPU has (AVX-512, else AVX2 + FMA, else a portable loop
+// in the build's vectors). bench/peak_fma.cc is the stand-alone version used by the benchmark scripts.
 #pragma once
 
 #include "lathe/base/thread_pool.h"
