@@ -25,6 +25,9 @@
 //
 // Model folders: --f32=DIR --bf16=DIR, or LATHE_BENCH_LLAMA1B_F32 / LATHE_BENCH_LLAMA1B_BF16 (written by
 // ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16); absent ones are skipped.
+// The benchmark names say Llama1B whatever the folder holds (bench/summarize.py parses them); the label
+// names the CPU tier that ran (cpu=avx2 under LATHE_CPU=avx2). Prefill of P tokens: --prompt=P --new=2
+// (prefill_tok/s).
 // Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
 #include <benchmark/benchmark.h>
 
@@ -46,6 +49,7 @@
 #include <immintrin.h>
 #endif
 
+#include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
 #include "lathe/infer/generate.h"
 #include "lathe/models/model.h"
@@ -290,7 +294,7 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
     return;
   }
   const double wbytes = weight_bytes_per_token(*model);
-  std::fprintf(stderr, "decode_bench: llama-1B %s from %s: %lld params, %.3f GB of weights read per token\n",
+  std::fprintf(stderr, "decode_bench: %s model from %s: %lld params, %.3f GB of weights read per token\n",
                label.c_str(), dir.c_str(), static_cast<long long>(model->n_params()), wbytes / 1e9);
   const int new_tokens = f.new_tokens;
   for (int B : f.batch) {
@@ -339,6 +343,7 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
             st.counters["read_after_GB/s"] = read1;
             st.counters["threads"] = n;
             st.counters["batch"] = B;
+            st.SetLabel(std::string("cpu=") + lathe::cpu::gemm_isa());  // the tier that ran (LATHE_CPU caps it)
           })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)

@@ -1,86 +1,14 @@
 #include "lathe/train/adamw.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "lathe/backend/cpu/cpu_tier.h"
 #include "lathe/base/error.h"
+#include "lathe/train/adamw_update.h"
 
 namespace lathe::train {
-namespace {
-
-// The per-step constants of the update (see AdamW::step).
-struct UpdateScalars {
-  float grad_scale, b1, b2, step_size, inv_sqrt_bc2, eps, decay;
-};
-
-// Portable update of elements [0, n).
-void update_portable(float* __restrict theta, float* __restrict m, float* __restrict v, const float* __restrict grad,
-                     int64_t n, const UpdateScalars& s) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) {
-    const float gj = grad[j] * s.grad_scale;
-    const float mj = s.b1 * m[j] + (1.f - s.b1) * gj;
-    const float vj = s.b2 * v[j] + (1.f - s.b2) * gj * gj;
-    m[j] = mj;
-    v[j] = vj;
-    const float denom = std::sqrt(vj) * s.inv_sqrt_bc2 + s.eps;
-    theta[j] -= s.step_size * mj / denom + s.decay * theta[j];
-  }
-}
-
-// One 16-lane vector of the AVX-512 update at element j (lanes outside `mask` are neither read nor
-// written); `stream`: aligned non-temporal stores of all 16 lanes.
-__attribute__((target("avx512f"))) inline void update_lanes(float* theta, float* m, float* v, const float* grad,
-                                                             int64_t j, __mmask16 mask, bool stream,
-                                                             const UpdateScalars& s) {
-  const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, grad + j), _mm512_set1_ps(s.grad_scale));
-  const __m512 mj = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s.b1), _mm512_maskz_loadu_ps(mask, m + j)),
-                                  _mm512_mul_ps(_mm512_set1_ps(1.f - s.b1), g));
-  const __m512 vj = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s.b2), _mm512_maskz_loadu_ps(mask, v + j)),
-                                  _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(1.f - s.b2), g), g));
-  const __m512 th = _mm512_maskz_loadu_ps(mask, theta + j);
-  const __m512 root_v = _mm512_maskz_sqrt_ps(0xFFFF, vj);  // (maskz: GCC 12 warns on _mm512_sqrt_ps)
-  const __m512 denom = _mm512_add_ps(_mm512_mul_ps(root_v, _mm512_set1_ps(s.inv_sqrt_bc2)), _mm512_set1_ps(s.eps));
-  const __m512 update = _mm512_add_ps(_mm512_div_ps(_mm512_mul_ps(_mm512_set1_ps(s.step_size), mj), denom),
-                                      _mm512_mul_ps(_mm512_set1_ps(s.decay), th));
-  const __m512 th_new = _mm512_sub_ps(th, update);
-  if (stream) {
-    _mm512_stream_ps(m + j, mj);
-    _mm512_stream_ps(v + j, vj);
-    _mm512_stream_ps(theta + j, th_new);
-  } else {
-    _mm512_mask_storeu_ps(m + j, mask, mj);
-    _mm512_mask_storeu_ps(v + j, mask, vj);
-    _mm512_mask_storeu_ps(theta + j, mask, th_new);
-  }
-}
-
-// AVX-512 update of elements [0, n). Every element, the unaligned head and the tail included (masked),
-// goes through the same vector arithmetic, so the bits do not depend on where the buffers happen to be
-// aligned (a resumed run must reproduce them). theta, m and v are written with non-temporal stores where
-// all three are 64-byte aligned: the state (16 bytes read and 12 written per parameter) is far larger
-// than the caches, and a plain store first reads the line it overwrites. Measured on GPT-2 124M's
-// 124M parameters, 2 threads: ~190 ms per step instead of ~380.
-__attribute__((target("avx512f"))) void update_avx512(float* theta, float* m, float* v, const float* grad, int64_t n,
-                                                      const UpdateScalars& s) {
-  const auto misalign = [](const float* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) / 4 % 16); };
-  int64_t j = std::min<int64_t>(n, (16 - misalign(theta)) % 16);  // head: up to theta's 64-byte boundary
-  if (j > 0) update_lanes(theta, m, v, grad, 0, static_cast<__mmask16>((1u << j) - 1), false, s);
-  const bool stream = misalign(theta + j) == 0 && misalign(m + j) == 0 && misalign(v + j) == 0;
-  for (; j + 16 <= n; j += 16) update_lanes(theta, m, v, grad, j, 0xFFFF, stream, s);
-  if (j < n) update_lanes(theta, m, v, grad, j, static_cast<__mmask16>((1u << (n - j)) - 1), false, s);
-  if (stream) _mm_sfence();  // the streamed lines are globally visible before the pool's join
-}
-
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
-}  // namespace
 
 AdamW::AdamW(std::vector<OptimParam> params, AdamWConfig cfg, ElementRange owned)
     : params_(std::move(params)), cfg_(cfg) {
@@ -123,13 +51,11 @@ void AdamW::step(double lr, float grad_scale, const ThreadPool& pool) {
     const float* __restrict grad = g.data<float>() + first;
     const int64_t n = last - first;
     constexpr int64_t kChunk = 1 << 16;  // elementwise and memory-bound: large contiguous chunks per worker
-    const UpdateScalars sc{grad_scale, b1, b2, step_size, inv_sqrt_bc2, eps, decay};
+    const AdamWScalars sc{grad_scale, b1, b2, step_size, inv_sqrt_bc2, eps, decay};
+    const cpu::CpuTier tier = cpu::cpu_tier();
     pool.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c, int) {
       const int64_t j0 = c * kChunk, len = std::min(n, j0 + kChunk) - j0;
-      if (has_avx512())
-        update_avx512(theta + j0, m + j0, v + j0, grad + j0, len, sc);
-      else
-        update_portable(theta + j0, m + j0, v + j0, grad + j0, len, sc);
+      adamw_update(tier, theta + j0, m + j0, v + j0, grad + j0, len, sc);
     });
   }
 }

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "lathe/base/rng.h"
+#include "lathe/train/adamw_update.h"
 
 namespace lathe::train {
 namespace {
@@ -114,6 +117,48 @@ TEST(AdamW, OwnedRangesTogetherEqualTheWholeStep) {
   }
   for (size_t k = 0; k < shapes.size(); ++k)
     EXPECT_EQ(split_params[k].value.to_vector(), whole_params[k].value.to_vector()) << k;
+}
+
+// The update kernel of every tier this CPU runs, called directly: odd lengths around the 8 / 16 lanes and
+// every misalignment of the buffers (masked head, streamed body, masked tail). The SIMD tiers do the same
+// IEEE operations lane by lane, so they agree bit for bit with each other and whatever the alignment; the
+// portable loop (which the compiler may contract into FMAs) agrees to a few ulps.
+TEST(AdamW, UpdateKernelOfEachTierMatchesThePortableOne) {
+  const AdamWScalars s{.grad_scale = 0.5f, .b1 = 0.9f, .b2 = 0.95f, .step_size = 3e-3f, .inv_sqrt_bc2 = 1.7f,
+                       .eps = 1e-8f, .decay = 1e-4f};
+  CounterRng rng{11, 0};
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 1000, 4099}) {
+    std::vector<float> init(static_cast<size_t>(4 * n));  // theta, m, v, grad
+    for (float& x : init) x = rng.next_normal();
+    for (int64_t j = 0; j < n; ++j) init[static_cast<size_t>(2 * n + j)] = std::abs(init[2 * n + j]);  // v >= 0
+    std::vector<float> simd;  // the first SIMD tier's result at the first offset
+    for (int64_t offset : {0, 1, 3, 8, 13}) {  // floats from a 64-byte boundary
+      const auto run = [&](cpu::CpuTier tier) {
+        // theta, m, v, grad, each at `offset` floats past a 64-byte boundary.
+        std::vector<std::vector<float>> bufs(4, std::vector<float>(static_cast<size_t>(n + 32)));
+        float* p[4];
+        for (int b = 0; b < 4; ++b) {
+          const uintptr_t base = reinterpret_cast<uintptr_t>(bufs[b].data());
+          p[b] = reinterpret_cast<float*>((base + 63) / 64 * 64) + offset;
+          std::memcpy(p[b], init.data() + b * n, static_cast<size_t>(n) * sizeof(float));
+        }
+        adamw_update(tier, p[0], p[1], p[2], p[3], n, s);
+        std::vector<float> out;
+        for (int b = 0; b < 3; ++b) out.insert(out.end(), p[b], p[b] + n);
+        return out;
+      };
+      const std::vector<float> portable = run(cpu::CpuTier::kScalar);
+      for (cpu::CpuTier tier : {cpu::CpuTier::kAvx2, cpu::CpuTier::kAvx512}) {
+        if (tier > cpu::cpu_max_tier()) continue;
+        const std::vector<float> got = run(tier);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], portable[i], 1e-6f * std::max(1.f, std::abs(portable[i])))
+              << cpu::cpu_tier_name(tier) << " n=" << n << " offset=" << offset << " at " << i;
+        if (simd.empty()) simd = got;
+        else ASSERT_EQ(got, simd) << cpu::cpu_tier_name(tier) << " n=" << n << " offset=" << offset;
+      }
+    }
+  }
 }
 
 }  // namespace

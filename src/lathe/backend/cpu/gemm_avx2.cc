@@ -1,6 +1,7 @@
 // AVX2 + FMA tier of the CPU gemm (CPUs without AVX-512): a 6 x 16 f32 micro-kernel (12 ymm
-// accumulators), the transposing packer and the skinny-M kernels. CMakeLists.txt compiles this file
-// without AVX-512 (16 ymm registers, VEX encodings only), so LATHE_CPU=avx2 measures what an AVX2 CPU runs. Packing and threading are shared with the other tiers (gemm.cc).
+// accumulators) and the transposing packer; the skinny-M kernels are in gemv_avx2.cc. CMakeLists.txt
+// compiles this file without AVX-512 (16 ymm registers, VEX encodings only), so LATHE_CPU=avx2 measures
+// what an AVX2 CPU runs. Packing and threading are shared with the other tiers (gemm.cc).
 // GCC 12 flags the intrinsics' internal _mm512_undefined_*() as maybe-uninitialized once inlined
 // (GCC PR 105593, fixed in 13); the warning is spurious.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -13,8 +14,6 @@
 #include <utility>
 
 #include "lathe/backend/cpu/gemm_internal.h"
-
-#define LATHE_AVX2 __attribute__((target("avx2,fma")))
 
 namespace lathe::cpu {
 namespace {
@@ -167,97 +166,12 @@ LATHE_AVX2 void pack_transpose(const T* src, int64_t ld, int rows, int64_t kc, i
   }
 }
 
-// 8 weights as f32 (bf16: widen by a 16-bit shift).
-LATHE_AVX2 inline __m256 load_w8(const float* w) { return _mm256_loadu_ps(w); }
-LATHE_AVX2 inline __m256 load_w8(const bf16* w) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) { return bf16_to_f32(v); }
-
-LATHE_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// W [N, K]: row j of W against G rows of x (x and y at the group's first row), scalar K tail. Each
-// output sums in the same order whatever G is (a row's result does not depend on the batch).
-template <class TW, int G>
-LATHE_AVX2 void gemv_nt_group(int64_t k, const float* x, const TW* wr, float* y, int64_t ldy, float alpha,
-                              float beta) {
-  const int64_t k_main = k & ~int64_t{7};
-  __m256 acc[G];
-  for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < k_main; p += 8) {
-    const __m256 wv = load_w8(wr + p);
-    for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * k + p), wv, acc[i]);
-  }
-  for (int i = 0; i < G; ++i) {
-    float s = hsum(acc[i]);
-    for (int64_t p = k_main; p < k; ++p) s += x[i * k + p] * to_f32(wr[p]);
-    float& out = y[i * ldy];
-    out = beta == 0.f ? alpha * s : alpha * s + beta * out;
-  }
-}
-
-// One row of W at a time against all m rows of x, kGemvGroup rows per pass (the W row stays in L1).
-template <class TW>
-LATHE_AVX2 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                        float* y, int64_t ldy, float alpha, float beta) {
-  for (int64_t j = j0; j < j1; ++j) {
-    const TW* wr = w + j * ldw;
-    for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
-      const float* xg = x + i0 * k;
-      float* yg = y + i0 * ldy + j;
-      switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
-        case 1: gemv_nt_group<TW, 1>(k, xg, wr, yg, ldy, alpha, beta); break;
-        case 2: gemv_nt_group<TW, 2>(k, xg, wr, yg, ldy, alpha, beta); break;
-        case 3: gemv_nt_group<TW, 3>(k, xg, wr, yg, ldy, alpha, beta); break;
-        default: gemv_nt_group<TW, 4>(k, xg, wr, yg, ldy, alpha, beta); break;
-      }
-    }
-  }
-}
-
-// W [K, N]: sums for a column chunk (at most 16 KiB) stay in L1 while W rows stream contiguously. Each sum
-// adds its products in p order, so the chunk width does not change results.
-template <class TW>
-LATHE_AVX2 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                        float* y, int64_t ldy, float alpha, float beta) {
-  constexpr int64_t kSums = 4096;
-  const int64_t chunk = m <= 4 ? 1024 : kSums / m / 8 * 8;
-  alignas(32) float sums[kSums];
-  for (int64_t c0 = j0; c0 < j1; c0 += chunk) {
-    const int64_t nc = j1 - c0 < chunk ? j1 - c0 : chunk, nc_main = nc & ~int64_t{7};
-    for (int i = 0; i < m; ++i)
-      for (int64_t v = 0; v < nc; ++v) sums[i * chunk + v] = 0.f;
-    for (int64_t p = 0; p < k; ++p) {
-      const TW* wr = w + p * ldw + c0;
-      for (int i = 0; i < m; ++i) {
-        float* si = sums + i * chunk;
-        const __m256 xv = _mm256_set1_ps(x[i * k + p]);
-        for (int64_t v = 0; v < nc_main; v += 8)
-          _mm256_store_ps(si + v, _mm256_fmadd_ps(xv, load_w8(wr + v), _mm256_load_ps(si + v)));
-        for (int64_t v = nc_main; v < nc; ++v) si[v] += x[i * k + p] * to_f32(wr[v]);
-      }
-    }
-    for (int i = 0; i < m; ++i)
-      for (int64_t v = 0; v < nc; ++v) {
-        float& out = y[i * ldy + c0 + v];
-        out = beta == 0.f ? alpha * sums[i * chunk + v] : alpha * sums[i * chunk + v] + beta * out;
-      }
-  }
-}
-
 }  // namespace
 
 const GemmKernels& gemm_kernels_avx2() {
   static const GemmKernels k{.isa = GemmIsa::kAvx2, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
-                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
-                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>,
+                             .gemv_nt_f32 = &gemv_nt_f32_avx2, .gemv_nn_f32 = &gemv_nn_f32_avx2,
+                             .gemv_nt_bf16 = &gemv_nt_bf16_avx2, .gemv_nn_bf16 = &gemv_nn_bf16_avx2,
                              .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>};
   return k;
 }

@@ -13,6 +13,8 @@
 // whatever the build's -march; the dispatcher calls them only where the CPU has it.
 #define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define LATHE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+// The AVX2 + FMA tier's kernels (gemm_avx2.cc, gemv_avx2.cc), likewise.
+#define LATHE_AVX2 __attribute__((target("avx2,fma")))
 
 namespace lathe::cpu {
 
@@ -28,8 +30,8 @@ using MicroKernelBf16 = void (*)(int64_t kc2, const uint32_t* a, const uint32_t*
 // Skinny-M paths (decode of up to kGemvMaxM sequences): W is read from memory once for all rows of x.
 // y[i, j] = alpha * sum_p x[i, p] * W(p, j) + beta * y[i, j] for i < m, j in [j0, j1);
 // x is [m, k] contiguous (ldx = k). "nt": W stored [N, K] (trans_b); "nn": W stored [K, N].
-// The SIMD "nt" kernels take x in groups of kGemvGroup rows per block of W rows (the accumulators of one
-// group fill the registers; the block stays in L1/L2 for the next group). Every kernel sums each output
+// The SIMD "nt" kernels take x in groups of rows per block of W rows (kGemvGroup on AVX-512, 2 on AVX2: the
+// accumulators of one group fill the registers; the block stays in L1/L2 for the next group). Every kernel sums each output
 // in an order that does not depend on m, so row i of a call with m rows equals the same row computed
 // alone, bit for bit: batched decode gives each sequence the tokens it gets by itself.
 template <class TW>
@@ -41,6 +43,17 @@ inline constexpr int kGemvGroup = 4;
 // GemvFn<bf16> "nt" for AVX-512 (gemv_avx512.cc): widens 32 weights per load, prefetches the next rows.
 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                          float* y, int64_t ldy, float alpha, float beta);
+
+// The AVX2 tier's skinny-M kernels (gemv_avx2.cc): 4 W rows summed at once with the next block of rows
+// prefetched, bf16 widened by shifts; "nn" keeps a column chunk of the sums in L1.
+void gemv_nt_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
+                      float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
+                      float* y, int64_t ldy, float alpha, float beta);
+void gemv_nt_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
+                       float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
+                       float* y, int64_t ldy, float alpha, float beta);
 
 // Transposing pack: dst[p * stride + r] = src[r * ld + p] for r < rows, p < kc, and 0 for rows <= r <
 // stride (stride = MR or NR). Packs A when not trans_a, and a Linear weight B [N, K] when trans_b.
