@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "lathe/backend/cpu/cpu_tier.h"
 #include "lathe/backend/cpu/machine_limits.h"
 
 namespace lathe::cpu {
@@ -52,10 +53,12 @@ double portable_peak_gflops(const ThreadPool& pool, double seconds) {
 
 }  // namespace
 
+// The peak of the tier the kernels run (LATHE_CPU=avx2 on an AVX-512 CPU is measured against AVX2's).
 double measure_fma_peak_gflops(const ThreadPool& pool, double seconds) {
   const CpuFeatures cpu = CpuFeatures::detect();
-  if (cpu.avx512f) return measure_compute_peak(ComputePeak::kFp32FmaAvx512, pool, pool.n_threads(), seconds, cpu);
-  if (cpu.avx2_fma) return measure_compute_peak(ComputePeak::kFp32FmaAvx2, pool, pool.n_threads(), seconds, cpu);
+  const CpuTier tier = cpu_tier();
+  if (cpu.avx512f && tier >= CpuTier::kAvx512) return measure_compute_peak(ComputePeak::kFp32FmaAvx512, pool, pool.n_threads(), seconds, cpu);
+  if (cpu.avx2_fma && tier >= CpuTier::kAvx2) return measure_compute_peak(ComputePeak::kFp32FmaAvx2, pool, pool.n_threads(), seconds, cpu);
   return portable_peak_gflops(pool, seconds);
 }
 
