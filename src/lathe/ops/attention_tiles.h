@@ -1,9 +1,8 @@
 // Register-blocked tile products of the attention kernels (attention.cc), for head dims D that are a
-// multiple of 16. Written on GCC/Clang vector types: the layouts are in 16-float units (f32x16, kCols), the
-// register tiles in the build's native vector (f32xN: 16 floats with AVX-512, 8 with AVX2), so that a
-// tile's accumulators fit the register file of either (32 zmm, 16 ymm). A tile of kTileRows query rows
-// keeps its accumulators in registers, with no packing of the operands. Every output sums its products
-// in the same order whatever the vector width, so both builds give the same bits.
+// multiple of 16. Written on GCC/Clang vector types of the build's native width (fvec: one AVX-512, AVX or
+// SSE register); a tile of kTileRows query rows keeps its accumulators in registers, with no packing of
+// the operands. The blockings are counted in native vectors so that they fit the register file of each
+// build: an array of vectors wider than a register (16 floats under AVX2) is kept in memory by GCC.
 #pragma once
 
 #include <cstdint>
@@ -15,33 +14,57 @@ using f32x16 = float __attribute__((vector_size(64)));
 // cross function boundaries: passing 64-byte vectors by value changes the ABI without AVX-512.
 using f32x16u = float __attribute__((vector_size(64), aligned(4), may_alias));
 constexpr int kTileRows = 4;   // query rows per tile
-constexpr int64_t kCols = 32;  // key columns per score block: two 16-float vectors
-
-// The native vector: on AVX2 a 16-float vector is two registers, and tiles of them spill (16 ymm hold 8
-// accumulators of f32x16, no operands); in native vectors the same tiles fit.
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-constexpr int kMaxSliceVecs = 4;  // 16 accumulators + 4 operands of 32 zmm
-#else
-constexpr int kLanes = 8;
-constexpr int kMaxSliceVecs = 3;  // 12 accumulators + 3 operands + 1 broadcast of 16 ymm
-#endif
-using f32xN = float __attribute__((vector_size(kLanes * 4)));
-using f32xNu = float __attribute__((vector_size(kLanes * 4), aligned(4), may_alias));
+constexpr int64_t kCols = 32;  // key columns per score block: two vectors
 
 inline const f32x16u& vec_at(const float* p) { return *reinterpret_cast<const f32x16u*>(p); }
 inline f32x16u& vec_at(float* p) { return *reinterpret_cast<f32x16u*>(p); }
-inline const f32xNu& nvec_at(const float* p) { return *reinterpret_cast<const f32xNu*>(p); }
-inline f32xNu& nvec_at(float* p) { return *reinterpret_cast<f32xNu*>(p); }
+
+// The native vector: floats per register, and how many registers the build has for accumulators.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16, kRegs = 32;
+#elif defined(__AVX__)
+constexpr int kLanes = 8, kRegs = 16;
+#else
+constexpr int kLanes = 4, kRegs = 16;
+#endif
+using fvec = float __attribute__((vector_size(4 * kLanes)));
+using fvecu = float __attribute__((vector_size(4 * kLanes), aligned(4), may_alias));
+constexpr int kPer16 = 16 / kLanes;  // native vectors per 16 floats
+
+inline fvec load(const float* p) { return *reinterpret_cast<const fvecu*>(p); }
+inline void store(float* p, fvec v) { *reinterpret_cast<fvecu*>(p) = v; }
+
+// Columns of D (a multiple of 16) in slices of kMax native vectors, then one slice of the rest:
+// f.template operator()<NV>(d0) for each slice [d0, d0 + NV·kLanes).
+template <int N, class F>
+void slice_rest(int rest, int64_t d0, F& f) {
+  if constexpr (N > 0) {
+    if (rest == N)
+      f.template operator()<N>(d0);
+    else
+      slice_rest<N - 1>(rest, d0, f);
+  }
+}
+template <int kMax, class F>
+void for_slices(int64_t D, F&& f) {
+  int64_t d0 = 0;
+  for (; d0 + kMax * kLanes <= D; d0 += kMax * kLanes) f.template operator()<kMax>(d0);
+  slice_rest<kMax - 1>(static_cast<int>((D - d0) / kLanes), d0, f);
+}
+
+// Native vectors per slice of the row-times-matrix products: kTileRows x kRowVecs accumulators plus
+// kRowVecs operands fit (AVX-512: 16 + 4 of 32 registers, 64 columns; AVX2: 8 + 2 of 16, 16 columns).
+constexpr int kRowVecs = kRegs >= 32 ? 4 : 2;
 
 // s[r][j] = alpha · Σ_d a[r][d] · bt[d][j] for r < kTileRows and j in [j0, j1), j1 − j0 a multiple of kCols.
 // a [kTileRows, D] contiguous; bt [D, ldb] (keys or values transposed, zero-padded past S); s [kTileRows, lds].
+// Two native vectors of columns at a time: 4 x 2 accumulators.
 inline void tile_scores(const float* a, const float* bt, int64_t ldb, int64_t D, int64_t j0, int64_t j1, float alpha,
                         float* s, int64_t lds) {
-  for (int64_t j = j0; j < j1; j += 2 * kLanes) {  // kCols divides j1 - j0 and is a multiple of 2 * kLanes
-    f32xN c[kTileRows][2] = {};
+  for (int64_t j = j0; j < j1; j += 2 * kLanes) {
+    fvec c[kTileRows][2] = {};
     for (int64_t d = 0; d < D; ++d) {
-      const f32xN b0 = nvec_at(bt + d * ldb + j), b1 = nvec_at(bt + d * ldb + j + kLanes);
+      const fvec b0 = load(bt + d * ldb + j), b1 = load(bt + d * ldb + j + kLanes);
 #pragma GCC unroll 4
       for (int r = 0; r < kTileRows; ++r) {
         const float ar = a[r * D + d];
@@ -51,22 +74,22 @@ inline void tile_scores(const float* a, const float* bt, int64_t ldb, int64_t D,
     }
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
-      nvec_at(s + r * lds + j) = alpha * c[r][0];
-      nvec_at(s + r * lds + j + kLanes) = alpha * c[r][1];
+      store(s + r * lds + j, alpha * c[r][0]);
+      store(s + r * lds + j + kLanes, alpha * c[r][1]);
     }
   }
 }
 
-// Columns [d0, d0 + kLanes·NV) of out[r] = alpha · Σ_{j in [j0, j1)} p[r][j] · b[j]: p [kTileRows, ldp],
+// Columns [d0, d0 + NV·kLanes) of out[r] = alpha · Σ_{j in [j0, j1)} p[r][j] · b[j]: p [kTileRows, ldp],
 // b rows at b + j·ldb, out [kTileRows, D] contiguous (written).
 template <int NV>
 void tile_rows_times_mat_slice(const float* p, int64_t ldp, const float* b, int64_t ldb, int64_t j0, int64_t j1,
                                int64_t d0, int64_t D, float alpha, float* out) {
-  f32xN c[kTileRows][NV] = {};
+  fvec c[kTileRows][NV] = {};
   for (int64_t j = j0; j < j1; ++j) {
-    f32xN bv[NV];
+    fvec bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = nvec_at(b + j * ldb + d0 + kLanes * v);
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + j * ldb + d0 + kLanes * v);
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
       const float pr = p[r * ldp + j];
@@ -77,51 +100,32 @@ void tile_rows_times_mat_slice(const float* p, int64_t ldp, const float* b, int6
 #pragma GCC unroll 4
   for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) nvec_at(out + r * D + d0 + kLanes * v) = alpha * c[r][v];
+    for (int v = 0; v < NV; ++v) store(out + r * D + d0 + kLanes * v, alpha * c[r][v]);
 }
 
-// Splits [0, D) (a multiple of kLanes) into slices of up to kMaxSliceVecs native vectors for slice<NV>.
-template <template <int> class Slice, class... Args>
-inline void for_each_slice(int64_t D, Args... args) {
-  int64_t d0 = 0;
-  for (; d0 + kMaxSliceVecs * kLanes <= D; d0 += kMaxSliceVecs * kLanes) Slice<kMaxSliceVecs>::run(d0, args...);
-  switch ((D - d0) / kLanes) {
-    case 3: if constexpr (kMaxSliceVecs > 3) Slice<3>::run(d0, args...); break;
-    case 2: Slice<2>::run(d0, args...); break;
-    case 1: Slice<1>::run(d0, args...); break;
-    default: break;
-  }
-}
-
-template <int NV>
-struct RowsTimesMatSlice {
-  static void run(int64_t d0, const float* p, int64_t ldp, const float* b, int64_t ldb, int64_t j0, int64_t j1,
-                  int64_t D, float alpha, float* out) {
-    tile_rows_times_mat_slice<NV>(p, ldp, b, ldb, j0, j1, d0, D, alpha, out);
-  }
-};
-
-// out[r][0, D) = alpha · Σ_{j in [j0, j1)} p[r][j] · b[j][0, D) (P·V, dS·K), in slices of register width.
+// out[r][0, D) = alpha · Σ_{j in [j0, j1)} p[r][j] · b[j][0, D) (P·V, dS·K), in slices of kRowVecs vectors.
 inline void tile_rows_times_mat(const float* p, int64_t ldp, const float* b, int64_t ldb, int64_t j0, int64_t j1,
                                 int64_t D, float alpha, float* out) {
-  for_each_slice<RowsTimesMatSlice>(D, p, ldp, b, ldb, j0, j1, D, alpha, out);
+  for_slices<kRowVecs>(D, [&]<int NV>(int64_t d0) {
+    tile_rows_times_mat_slice<NV>(p, ldp, b, ldb, j0, j1, d0, D, alpha, out);
+  });
 }
 
-// Columns [d0, d0 + kLanes·NV) of acc[j] += alpha · Σ_r p[r][j] · a[r] for j in [j0, j1): p [kTileRows, ldp],
+// Columns [d0, d0 + NV·kLanes) of acc[j] += alpha · Σ_r p[r][j] · a[r] for j in [j0, j1): p [kTileRows, ldp],
 // a [kTileRows, D] contiguous, acc rows at acc + j·ldacc.
 template <int NV>
 void tile_mat_t_times_rows_slice(const float* p, int64_t ldp, const float* a, int64_t j0, int64_t j1, int64_t d0,
                                  int64_t D, float alpha, float* acc, int64_t ldacc) {
-  f32xN av[kTileRows][NV];
+  fvec av[kTileRows][NV];
 #pragma GCC unroll 4
   for (int r = 0; r < kTileRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) av[r][v] = alpha * nvec_at(a + r * D + d0 + kLanes * v);
+    for (int v = 0; v < NV; ++v) av[r][v] = alpha * load(a + r * D + d0 + kLanes * v);
   for (int64_t j = j0; j < j1; ++j) {
     float* row = acc + j * ldacc + d0;
-    f32xN c[NV];
+    fvec c[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) c[v] = nvec_at(row + kLanes * v);
+    for (int v = 0; v < NV; ++v) c[v] = load(row + kLanes * v);
 #pragma GCC unroll 4
     for (int r = 0; r < kTileRows; ++r) {
       const float pr = p[r * ldp + j];
@@ -129,22 +133,16 @@ void tile_mat_t_times_rows_slice(const float* p, int64_t ldp, const float* a, in
       for (int v = 0; v < NV; ++v) c[v] += pr * av[r][v];
     }
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) nvec_at(row + kLanes * v) = c[v];
+    for (int v = 0; v < NV; ++v) store(row + kLanes * v, c[v]);
   }
 }
-
-template <int NV>
-struct MatTTimesRowsSlice {
-  static void run(int64_t d0, const float* p, int64_t ldp, const float* a, int64_t j0, int64_t j1, int64_t D,
-                  float alpha, float* acc, int64_t ldacc) {
-    tile_mat_t_times_rows_slice<NV>(p, ldp, a, j0, j1, d0, D, alpha, acc, ldacc);
-  }
-};
 
 // acc[j][0, D) += alpha · Σ_r p[r][j] · a[r][0, D) for j in [j0, j1) (dK += dSᵀ·Q, dV += Pᵀ·dO).
 inline void tile_mat_t_times_rows(const float* p, int64_t ldp, const float* a, int64_t j0, int64_t j1, int64_t D,
                                   float alpha, float* acc, int64_t ldacc) {
-  for_each_slice<MatTTimesRowsSlice>(D, p, ldp, a, j0, j1, D, alpha, acc, ldacc);
+  for_slices<kRowVecs>(D, [&]<int NV>(int64_t d0) {
+    tile_mat_t_times_rows_slice<NV>(p, ldp, a, j0, j1, d0, D, alpha, acc, ldacc);
+  });
 }
 
 }  // namespace lathe::attn

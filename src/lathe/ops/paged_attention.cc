@@ -143,35 +143,31 @@ void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t 
   }
 }
 
-// Columns [d0, d0 + 16·NV) of acc = corr·acc + Σ_jl p[jl·ps]·v_jl, the accumulators in registers.
+// Columns [d0, d0 + NV·kLanes) of acc = corr·acc + Σ_jl p[jl·ps]·v_jl, the accumulators in registers.
 template <int NV>
 void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
               float corr) {
-  using attn::f32x16, attn::vec_at;
-  f32x16 a[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) a[v] = corr * vec_at(acc + d0 + 16 * v);
+  using attn::fvec, attn::kLanes, attn::load, attn::store;
+  fvec c[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) c[v] = corr * load(acc + d0 + kLanes * v);
   for (int64_t jl = ja; jl < je; ++jl) {
     const float pj = p[jl * ps];
     const float* vj = vb + jl * ld + d0;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] += pj * vec_at(vj + 16 * v);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) c[v] += pj * load(vj + kLanes * v);
   }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) vec_at(acc + d0 + 16 * v) = a[v];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) store(acc + d0 + kLanes * v, c[v]);
 }
 
-// D % 16 == 0: pv_any (probabilities p[jl·ps]) in slices of up to 64 columns.
+// Native vectors per pv slice: 64 columns, at most 8 registers of accumulators.
+constexpr int kPvVecs = std::min(64 / attn::kLanes, 8);
+
+// D % 16 == 0: pv_any (probabilities p[jl·ps]) in slices of kPvVecs vectors.
 void pv_vec(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je,
             float corr) {
-  int64_t d0 = 0;
-  for (; d0 + 64 <= D; d0 += 64) pv_slice<4>(acc, p, ps, vb, ld, d0, ja, je, corr);
-  switch ((D - d0) / 16) {
-    case 3: pv_slice<3>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
-    case 2: pv_slice<2>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
-    case 1: pv_slice<1>(acc, p, ps, vb, ld, d0, ja, je, corr); break;
-    default: break;
-  }
+  attn::for_slices<kPvVecs>(D, [&]<int NV>(int64_t d0) { pv_slice<NV>(acc, p, ps, vb, ld, d0, ja, je, corr); });
 }
 
 // Prefetches one KV head's rows [0, n) of a block (row jl at base + jl·ld, D floats).
@@ -264,10 +260,11 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
 // are transposed once per tile, so a block's scores are one vector per key (D FMAs against broadcast key
 // elements, no folds), and max, exp and the running sums run on all vectors at once.
 constexpr int kWideMin = 8;
+// Keys per step of the wide tile's scores: their accumulators and the query vectors fill the registers.
+constexpr int kWideKeys = attn::kRegs >= 32 ? 8 : 12 / attn::kPer16;
 
 void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                       int64_t h0, int64_t nh, int64_t hk) {
-  using attn::f32x16, attn::vec_at;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t D = d.D, P = d.P, nq = nr * nh;
   const std::span<const int32_t> table = a.block_tables[s];
@@ -303,32 +300,50 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
       prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
       prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
     }
+    // Scores of kWideKeys keys at a time: kWideKeys x kPer16 accumulators (8 zmm; AVX2 12 ymm).
+    using attn::fvec, attn::kLanes, attn::kPer16, attn::load, attn::store;
     int64_t jl = 0;
-    for (; jl + 8 <= n; jl += 8) {
-      f32x16 c[8] = {};
+    for (; jl + kWideKeys <= n; jl += kWideKeys) {
+      fvec c[kWideKeys][kPer16] = {};
       for (int64_t e = 0; e < D; ++e) {
-        const f32x16 qe = vec_at(qt + e * kTileQ);
+        fvec qe[kPer16];
+#pragma GCC unroll 4
+        for (int h = 0; h < kPer16; ++h) qe[h] = load(qt + e * kTileQ + h * kLanes);
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) c[i] += kb[(jl + i) * D + e] * qe;
+        for (int i = 0; i < kWideKeys; ++i) {
+          const float kie = kb[(jl + i) * D + e];
+#pragma GCC unroll 4
+          for (int h = 0; h < kPer16; ++h) c[i][h] += kie * qe[h];
+        }
       }
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) vec_at(st + (jl + i) * kTileQ) = c[i];
+      for (int i = 0; i < kWideKeys; ++i)
+#pragma GCC unroll 4
+        for (int h = 0; h < kPer16; ++h) store(st + (jl + i) * kTileQ + h * kLanes, c[i][h]);
     }
     for (; jl < n; ++jl) {
-      f32x16 c = {};
-      for (int64_t e = 0; e < D; ++e) c += kb[jl * D + e] * vec_at(qt + e * kTileQ);
-      vec_at(st + jl * kTileQ) = c;
+      fvec c[kPer16] = {};
+      for (int64_t e = 0; e < D; ++e) {
+        const float kje = kb[jl * D + e];
+#pragma GCC unroll 4
+        for (int h = 0; h < kPer16; ++h) c[h] += kje * load(qt + e * kTileQ + h * kLanes);
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < kPer16; ++h) store(st + jl * kTileQ + h * kLanes, c[h]);
     }
     // Softcap, then keys outside a lane's [lo, hi) to −inf; the block's max per lane.
     float mb[kTileQ];
     std::fill(mb, mb + kTileQ, kNegInf);
+    if (cap > 0.f) {
+#pragma omp simd
+      for (jl = 0; jl < n * kTileQ; ++jl) st[jl] = cap * vec::tanh(st[jl] * inv_cap);
+    }
     for (jl = 0; jl < n; ++jl) {
       float* row = st + jl * kTileQ;
       const int64_t j = j0 + jl;
 #pragma omp simd
       for (int t = 0; t < kTileQ; ++t) {
-        const float x = cap > 0.f ? cap * vec::tanh(row[t] * inv_cap) : row[t];
-        row[t] = j >= w.lo[t] && j < w.hi[t] ? x : kNegInf;
+        row[t] = vec::select((j >= w.lo[t]) & (j < w.hi[t]), row[t], kNegInf);  // & not &&: no branch
         mb[t] = mb[t] > row[t] ? mb[t] : row[t];
       }
     }
@@ -336,7 +351,7 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
 #pragma omp simd
     for (int t = 0; t < kTileQ; ++t) {
       const float m_new = w.m[t] > mb[t] ? w.m[t] : mb[t];
-      m_use[t] = m_new == kNegInf ? 0.f : m_new;
+      m_use[t] = vec::select(m_new == kNegInf, 0.f, m_new);
       corr[t] = vec::exp(w.m[t] - m_use[t]);
       w.m[t] = m_new;
       w.l[t] *= corr[t];

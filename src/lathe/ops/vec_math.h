@@ -10,13 +10,23 @@
 
 namespace lathe::vec {
 
+// c ? a : b as a bit blend. GCC keeps a ?: whose arm computes something as a branch (with trapping math
+// it may not run the arm's arithmetic on lanes that did not ask for it) and then vectorises the loop only
+// with AVX-512 masks: under AVX2 the whole loop stayed scalar. A blend of two computed values always
+// vectorises (vpblendvb), and gives the same bits.
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
 // exp(x) = 2^n · exp(r), n = round(x·log2 e), r = x − n·ln 2 split in two (Cody-Waite) so r is exact;
 // exp(r) by Cephes expf's degree-6 polynomial. 2^n is applied in two halves so results down to the
 // denormal range (x ≈ −104) and up to FLT_MAX come out right without a branch.
 inline float exp(float x) {
   constexpr float kHi = 88.72283935546875f;  // largest x with a finite exp in f32
   constexpr float kLo = -104.f;              // exp rounds to 0 below this
-  const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  const float x_lo = select(x < kLo, kLo, x);
+  const float xc = select(x_lo > kHi, kHi, x_lo);
   // Round to nearest via the 1.5·2^23 trick (no libm call, vectorises).
   const float nf = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
   float r = std::fma(nf, -0.693359375f, xc);
@@ -32,14 +42,15 @@ inline float exp(float x) {
   const int32_t n1 = n >> 1, n2 = n - n1;  // each in [-75, 64]: a normal power of two
   const float s1 = std::bit_cast<float>((n1 + 127) << 23), s2 = std::bit_cast<float>((n2 + 127) << 23);
   const float y = p * s1 * s2;
-  return x > kHi ? INFINITY : (x != x ? x : y);
+  return select(x > kHi, INFINITY, select(x != x, x, y));
 }
 
 // tanh(x): odd rational minimax p(x)/q(x) of degrees 13/6 (Eigen / XLA / MLAS), clamped at ±9 as MLAS
 // does: there it evaluates to exactly ±1, as the correctly rounded tanh does from 9.01 on (Eigen's ±7.905
 // clamp would leave 1 − 2.7e-7, and derivatives 1 − tanh² that never reach 0). Odd, so small |x| keeps full relative accuracy (no 1 − 2/(e^2x + 1) cancel).
 inline float tanh(float x) {
-  const float xc = x < -9.f ? -9.f : (x > 9.f ? 9.f : x);
+  const float x_lo = select(x < -9.f, -9.f, x);
+  const float xc = select(x_lo > 9.f, 9.f, x_lo);
   const float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
   p = std::fma(p, x2, 2.00018790482477e-13f);
@@ -53,7 +64,7 @@ inline float tanh(float x) {
   q = std::fma(q, x2, 2.26843463243900e-03f);
   q = std::fma(q, x2, 4.89352518554385e-03f);
   const float y = xc * p / q;
-  return x != x ? x : y;
+  return select(x != x, x, y);
 }
 
 // sigmoid(x) = 1 / (1 + exp(−x)), the form torch uses; exp(−x) = inf gives 0 exactly.
@@ -76,7 +87,7 @@ inline float erfc(float x) {
   p = std::fma(p, t, 1.00002368f);
   p = std::fma(p, t, -1.26551223f);
   const float r = t * vec::exp(std::fma(-z, z, p));
-  return x >= 0.f ? r : 2.f - r;
+  return select(x >= 0.f, r, 2.f - r);
 }
 
 }  // namespace lathe::vec
