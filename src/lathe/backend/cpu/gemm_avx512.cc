@@ -1,5 +1,6 @@
 // AVX-512 micro-kernels of the CPU gemm: the f32 register-blocked tile (FMA), the bf16-pair tile
-// (vdpbf16ps, AVX-512 BF16) and the skinny-M (decode GEMV) kernels. Packing and threading live in gemm.cc.
+// (vdpbf16ps, AVX-512 BF16) and the transposing packer. The skinny-M (decode GEMV) kernels live in
+// gemv_avx512.cc; packing and threading in gemm.cc.
 // Every function carries its target attribute, so this file is correct without -march=native; the
 // dispatcher calls it only when the CPU reports the ISA.
 // GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
@@ -132,177 +133,11 @@ LATHE_AVX512_BF16 void micro_bf16(int64_t kc2, const uint32_t* a, const uint32_t
   kTable[m - 1](kc2, a, b, c, ldc, n, alpha, beta);
 }
 
-// ---- Skinny M (decode): bandwidth bound, W is streamed once for all m <= kGemvMaxM rows of x. ----
-
-// 16 weights as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
+// Loads 16 elements as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
 LATHE_AVX512 inline __m512 load_w(const float* w, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, w); }
 LATHE_AVX512 inline __m512 load_w(const bf16* w, __mmask16 mask) {
   const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-LATHE_AVX512 inline void store_y(float* y, float v, float alpha, float beta) {
-  *y = beta == 0.f ? alpha * v : alpha * v + beta * *y;
-}
-
-// W [N, K] (trans_b): rows [j, j + R) of W against G rows of x, G x R accumulators (dot products along
-// K, reduced at the end): y[i][j + r] = alpha * x_i · W[j + r] + beta * y[i][j + r]. x and y point at the
-// group's first row. Each accumulator sums its lane's products in k order whatever G and R are, so a row's
-// result does not depend on how many other rows share the call.
-template <class TW, int G, int R>
-LATHE_AVX512 void gemv_nt_block(int64_t k, const float* x, const TW* w, int64_t ldw, float* y, int64_t ldy,
-                                float alpha, float beta) {
-  const int64_t k_main = k & ~int64_t{15};
-  const __mmask16 tail = static_cast<__mmask16>((1u << (k - k_main)) - 1);
-  __m512 acc[G][R];
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; p += 16) {  // the last step is masked when 16 does not divide k
-    const __mmask16 mask = p < k_main ? __mmask16(0xffff) : tail;
-    __m512 xv[G];
-#pragma GCC unroll 4
-    for (int i = 0; i < G; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x + i * k + p);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = load_w(w + r * ldw + p, mask);
-#pragma GCC unroll 4
-      for (int i = 0; i < G; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) store_y(y + i * ldy + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
-}
-
-// m <= kGemvGroup: rows [j, j + R) of W against all rows of x in one pass over K.
-template <class TW, int R>
-LATHE_AVX512 void gemv_nt_rows(int m, int64_t k, const float* x, const TW* w, int64_t ldw, float* y, int64_t ldy,
-                               float alpha, float beta) {
-  switch (m) {
-    case 1: return gemv_nt_block<TW, 1, R>(k, x, w, ldw, y, ldy, alpha, beta);
-    case 2: return gemv_nt_block<TW, 2, R>(k, x, w, ldw, y, ldy, alpha, beta);
-    case 3: return gemv_nt_block<TW, 3, R>(k, x, w, ldw, y, ldy, alpha, beta);
-    default: return gemv_nt_block<TW, 4, R>(k, x, w, ldw, y, ldy, alpha, beta);
-  }
-}
-
-// m > kGemvGroup: tiles. Re-reading a block of W rows for each group of x rows over all of K read the x
-// rows (M x K) from L2 once per 4 W rows, which bound M = 16 at 1/3 of the FMA rate. Instead a block of
-// kJb W rows is summed one K chunk (kKc) at a time: the chunk of x (M x kKc, <= 16 KiB) and of W stay in
-// L1 while every (group, 4-row) tile runs over it, its partial sums kept in `sums`. Chunks are whole
-// 16-lane steps and sums round-trip exactly, so the result is bit for bit that of one pass.
-constexpr int kJb = 8;
-constexpr int64_t kKc = 256;
-
-// sums[i * kJb + r] (G x R tile, at the group's first row and the tile's first W row) += lanes of x_i · W[r]
-// over k [p0, p1); the step at k_main is masked when 16 does not divide k.
-// With prefetch (the first group of x rows), each step also requests the same columns of the next block's
-// rows (kJb rows on), so the DRAM does not sit idle while the other groups run from L1.
-template <class TW, int G, int R>
-LATHE_AVX512 void gemv_nt_tile(int64_t k, int64_t p0, int64_t p1, const float* x, const TW* w, int64_t ldw,
-                               __m512* sums, bool prefetch) {
-  const int64_t k_main = k & ~int64_t{15};
-  const __mmask16 tail = static_cast<__mmask16>((1u << (k - k_main)) - 1);
-  __m512 acc[G][R];
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
-  for (int64_t p = p0; p < p1; p += 16) {
-    if (prefetch && (sizeof(TW) == 4 || p % 32 == 0)) {  // one 64-byte line per row
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + (kJb + r) * ldw + p), _MM_HINT_T1);
-    }
-    const __mmask16 mask = p < k_main ? __mmask16(0xffff) : tail;
-    __m512 xv[G];
-#pragma GCC unroll 4
-    for (int i = 0; i < G; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x + i * k + p);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = load_w(w + r * ldw + p, mask);
-#pragma GCC unroll 4
-      for (int i = 0; i < G; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) sums[i * kJb + r] = acc[i][r];
-}
-
-// All m rows of x against R W rows over one K chunk, kGemvGroup rows of x per tile.
-template <class TW, int R>
-LATHE_AVX512 void gemv_nt_tiles(int m, int64_t k, int64_t p0, int64_t p1, const float* x, const TW* w, int64_t ldw,
-                                __m512* sums, bool prefetch) {
-  for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
-    const bool pf = prefetch && i0 == 0;
-    const float* xg = x + i0 * k;
-    __m512* sg = sums + i0 * kJb;
-    switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
-      case 1: gemv_nt_tile<TW, 1, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
-      case 2: gemv_nt_tile<TW, 2, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
-      case 3: gemv_nt_tile<TW, 3, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
-      default: gemv_nt_tile<TW, 4, R>(k, p0, p1, xg, w, ldw, sg, pf); break;
-    }
-  }
-}
-
-template <class TW>
-LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                          float* y, int64_t ldy, float alpha, float beta) {
-  constexpr int kRows = 4;  // W rows per tile (4 x 4 accumulators for a full group)
-  if (m <= kGemvGroup) {
-    int64_t j = j0;
-    for (; j + kRows <= j1; j += kRows) gemv_nt_rows<TW, kRows>(m, k, x, w + j * ldw, ldw, y + j, ldy, alpha, beta);
-    for (; j < j1; ++j) gemv_nt_rows<TW, 1>(m, k, x, w + j * ldw, ldw, y + j, ldy, alpha, beta);
-    return;
-  }
-  __m512 sums[kGemvMaxM * kJb];  // [m][kJb] partial sums of one block of W rows
-  for (int64_t j = j0; j < j1; j += kJb) {
-    const int rows = static_cast<int>(j1 - j < kJb ? j1 - j : kJb);
-    const bool prefetch = j + 2 * kJb <= j1;  // the next block is whole
-    for (int i = 0; i < m * kJb; ++i) sums[i] = _mm512_setzero_ps();
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t p1 = k - p0 < kKc ? k : p0 + kKc;
-      int r = 0;
-      for (; r + kRows <= rows; r += kRows) gemv_nt_tiles<TW, kRows>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r, prefetch);
-      for (; r < rows; ++r) gemv_nt_tiles<TW, 1>(m, k, p0, p1, x, w + (j + r) * ldw, ldw, sums + r, false);
-    }
-    for (int i = 0; i < m; ++i)
-      for (int r = 0; r < rows; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(sums[i * kJb + r]), alpha, beta);
-  }
-}
-
-// W [K, N]: y[:, cols] += x[:, p] * W[p, cols] over p, with a column chunk of the sums kept in an L1
-// buffer (at most 16 KiB) so each W row is read as one contiguous run (the hardware prefetcher follows it).
-// Each sum adds its products in p order, so the chunk width does not change results.
-template <class TW, int M>
-LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
-                            int64_t ldy, float alpha, float beta) {
-  constexpr int64_t kChunk = M <= 4 ? 1024 : 4096 / M / 16 * 16;
-  alignas(64) float sums[M][kChunk];
-  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
-    const int64_t nc = j1 - c0 < kChunk ? j1 - c0 : kChunk;
-    for (int i = 0; i < M; ++i)
-      for (int64_t v = 0; v < nc; v += 16) _mm512_store_ps(&sums[i][v], _mm512_setzero_ps());
-    for (int64_t p = 0; p < k; ++p) {
-      __m512 xv[M];
-      for (int i = 0; i < M; ++i) xv[i] = _mm512_set1_ps(x[i * k + p]);
-      const TW* wr = w + p * ldw + c0;
-      for (int64_t v = 0; v < nc; v += 16) {
-        const int rem = static_cast<int>(nc - v);
-        const __mmask16 mask = rem >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
-        const __m512 wv = load_w(wr + v, mask);
-        for (int i = 0; i < M; ++i)
-          _mm512_store_ps(&sums[i][v], _mm512_fmadd_ps(xv[i], wv, _mm512_load_ps(&sums[i][v])));
-      }
-    }
-    for (int i = 0; i < M; ++i)
-      for (int64_t v = 0; v < nc; ++v) store_y(y + i * ldy + c0 + v, sums[i][v], alpha, beta);
-  }
 }
 
 // ---- Transposing pack (A rows -> [kc][MR] panels; W [N, K] rows -> [kc][NR] panels). ----
@@ -373,26 +208,12 @@ LATHE_AVX512 void pack_transpose(const T* src, int64_t ld, int rows, int64_t kc,
   }
 }
 
-template <class TW, std::size_t... I>
-constexpr auto make_gemv_nn_table(std::index_sequence<I...>) {
-  return std::array<void (*)(int64_t, const float*, const TW*, int64_t, int64_t, int64_t, float*, int64_t, float,
-                             float),
-                    sizeof...(I)>{&gemv_nn_m<TW, static_cast<int>(I) + 1>...};
-}
-
-template <class TW>
-LATHE_AVX512 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                          float* y, int64_t ldy, float alpha, float beta) {
-  static constexpr auto kTable = make_gemv_nn_table<TW>(std::make_index_sequence<kGemvMaxM>());
-  kTable[m - 1](k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
 }  // namespace
 
 const GemmKernels& gemm_kernels_avx512() {
   static const GemmKernels k{.isa = GemmIsa::kAvx512, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
-                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
-                             .gemv_nt_bf16 = &gemv_nt_bf16_avx512, .gemv_nn_bf16 = &gemv_nn<bf16>,
+                             .gemv_nt_f32 = &gemv_nt_f32_avx512, .gemv_nn_f32 = &gemv_nn_f32_avx512,
+                             .gemv_nt_bf16 = &gemv_nt_bf16_avx512, .gemv_nn_bf16 = &gemv_nn_bf16_avx512,
                              .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>};
   return k;
 }

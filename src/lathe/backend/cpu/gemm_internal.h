@@ -40,8 +40,16 @@ using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t l
 inline constexpr int kGemvMaxM = 16;
 inline constexpr int kGemvGroup = 4;
 
-// GemvFn<bf16> "nt" for AVX-512 (gemv_avx512.cc): widens 32 weights per load, prefetches the next rows.
+// The AVX-512 tier's skinny-M kernels (gemv_avx512.cc): "nt" sums 4 W rows at once with the next 4 rows
+// prefetched, one 64-byte line of each row per step (16 f32, or 32 bf16 widened by shifts); "nn" keeps a
+// column chunk of the sums in L1.
+void gemv_nt_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta);
 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
+                         float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                          float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX2 tier's skinny-M kernels (gemv_avx2.cc): 4 W rows summed at once with the next block of rows

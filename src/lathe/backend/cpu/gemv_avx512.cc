@@ -1,56 +1,84 @@
-// AVX-512 GEMV for bf16 weights stored [N, K] (a Linear weight, trans_b): the decode path (M <= kGemvMaxM,
-// kGemvGroup rows of x per pass over a block of W rows), which is bound by how fast W streams from DRAM.
-// Two things keep it at the read bandwidth:
-//  - widening costs one ALU op per 16 weights: a 64-byte load holds 32 bf16, i.e. 16 (even, odd) pairs
-//    per 32-bit lane; `<< 16` gives the even weights as f32 and `& 0xffff0000` the odd ones, so x is
-//    reordered once per call to match (per 32 columns: the 16 even entries, then the 16 odd ones);
-//  - the next group of W rows is prefetched while the current one is summed: rows of Llama shapes are
-//    4 KiB (one page each), where the hardware prefetcher restarts on every row and leaves too few
-//    lines in flight (measured: 77% -> 88% of a read-only probe over a Llama-1B token's weights).
-// Products and sums stay in f32 (bf16 -> f32 is exact), so results match the scalar reference to f32
-// summation error.
+// AVX-512 skinny-M (decode GEMV) kernels: y[i, j] = alpha * x_i · W(:, j) + beta * y[i, j] for
+// m <= kGemvMaxM rows of x. Decode is bound by how fast W streams from DRAM, so:
+//  - "nt" (W [N, K], a Linear weight) sums 4 W rows at once and prefetches the next 4 rows into L1 while
+//    it does: rows of Llama shapes are 3-8 KiB (about a page each), where the hardware prefetcher
+//    restarts on every row and leaves too few lines in flight (measured on bf16: 77% -> 88% of a
+//    read-only probe over a Llama-1B token's weights; f32 110M, 1 thread: see docs/benchmarks.md);
+//  - one step is one 64-byte line of each W row: 16 f32, or 32 bf16 widened at one ALU op per 16 weights:
+//    a 64-byte load holds 16 (even, odd) pairs per 32-bit lane; `<< 16` gives the even weights as f32 and
+//    `& 0xffff0000` the odd ones, so x is reordered once per call to match (per 32 columns: the 16 even
+//    entries, then the 16 odd ones);
+//  - m > kGemvGroup: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and
+//    of W stays in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip
+//    through `sums` exactly, so the result is bit for bit that of one pass over K;
+//  - "nn" (W [K, N]) keeps a column chunk of the sums in L1 while W rows stream contiguously.
+// Every "nt" output is one 16-lane accumulator summed over k in increasing steps (the last one masked),
+// then reduced by _mm512_reduce_add_ps: the result does not depend on m, on the tile shape nor on [j0, j1).
+// Products and sums stay in f32 (bf16 -> f32 is exact).
+// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
+// (GCC PR 105593, fixed in 13); the warning is spurious.
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC PR 105593, see gemm_avx512.cc
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "lathe/backend/cpu/gemm_internal.h"
 
 namespace lathe::cpu {
 namespace {
 
-constexpr int kRows = 4;        // W rows summed together (4 x kGemvGroup accumulators)
-constexpr int64_t kBlock = 32;  // bf16 per 64-byte load
+constexpr int kRows = 4;       // W rows per tile (4 x kGemvGroup accumulators)
+constexpr int kJb = 8;         // W rows per block of the tiled path (m > kGemvGroup)
+constexpr int64_t kKc = 256;   // K chunk of the tiled path: a multiple of both steps
 
-// xd [m][kp] (kp = k rounded up to 32) = x [m][k] reordered per 32-block into (evens, odds), zero padded.
-void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
-  for (int i = 0; i < m; ++i)
-    for (int64_t p = 0; p < kp; p += kBlock)
-      for (int64_t l = 0; l < 16; ++l) {
-        const int64_t even = p + 2 * l, odd = even + 1;
-        xd[i * kp + p + l] = even < k ? x[i * k + even] : 0.f;
-        xd[i * kp + p + 16 + l] = odd < k ? x[i * k + odd] : 0.f;
-      }
+// Columns of k per step: one 64-byte line of a W row.
+template <class TW>
+constexpr int64_t kStep = 64 / static_cast<int64_t>(sizeof(TW));
+// Lane mask of one step's W load: 16 f32 or 32 bf16.
+template <class TW>
+using StepMask = std::conditional_t<std::is_same_v<TW, float>, __mmask16, __mmask32>;
+
+template <class TW>
+StepMask<TW> tail_mask(int64_t left) {  // the first `left` (< kStep) columns of a step
+  return static_cast<StepMask<TW>>((uint64_t{1} << left) - 1);
 }
 
 LATHE_AVX512 inline void store_y(float* y, float v, float alpha, float beta) {
   *y = beta == 0.f ? alpha * v : alpha * v + beta * *y;
 }
 
-// acc[i][r] += x_i · W[row r] over one 32-column block; w points at the block in row 0, rows ldw apart.
+// acc[i][r] += x_i · W[row r] over one step; x rows ldx apart, W rows ldw apart (both at the step's
+// column). f32: x is the caller's (masked like W); bf16: x is the reordered, zero-padded, aligned copy.
 template <int M, int R>
-LATHE_AVX512 inline void dot_block(const float* xd, int64_t kp, const bf16* w, int64_t ldw, __mmask32 mask,
-                                   __m512 (&acc)[M][R]) {
+LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const float* w, int64_t ldw, __mmask16 mask,
+                                  __m512 (&acc)[M][R]) {
+  __m512 xv[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x + i * ldx);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const __m512 wv = _mm512_maskz_loadu_ps(mask, w + r * ldw);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
+  }
+}
+
+template <int M, int R>
+LATHE_AVX512 inline void dot_step(const float* xd, int64_t ldx, const bf16* w, int64_t ldw, __mmask32 mask,
+                                  __m512 (&acc)[M][R]) {
   const __m512i odd_bits = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 xe[M], xo[M];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) {
-    xe[i] = _mm512_load_ps(xd + i * kp);
-    xo[i] = _mm512_load_ps(xd + i * kp + 16);
+    xe[i] = _mm512_load_ps(xd + i * ldx);
+    xo[i] = _mm512_load_ps(xd + i * ldx + 16);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -62,65 +90,69 @@ LATHE_AVX512 inline void dot_block(const float* xd, int64_t kp, const bf16* w, i
   }
 }
 
-// Rows [j, j + R) of W: y[i][j + r] = alpha * x_i · W[j + r] + beta * y[i][j + r]. With prefetch, the
-// same columns of the next R rows are requested one group ahead (R x 4 KiB ahead for Llama shapes).
-template <int M, int R>
-LATHE_AVX512 void gemv_rows(int64_t k, int64_t kp, const float* xd, const bf16* w, int64_t ldw, int64_t j, float* y,
+// m <= kGemvGroup: rows [j, j + R) of W (wj) against all M rows of x in one pass over K, the sums in
+// registers. With prefetch, each step also requests the same line of the next R rows into L1, one tile
+// ahead (R rows x 3-8 KiB for Llama shapes).
+template <class TW, int M, int R>
+LATHE_AVX512 void gemv_rows(int64_t k, const float* x, int64_t ldx, const TW* wj, int64_t ldw, float* yj,
                             int64_t ldy, float alpha, float beta, bool prefetch) {
+  constexpr int64_t S = kStep<TW>;
   __m512 acc[M][R];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
-  const bf16* wj = w + j * ldw;
-  const int64_t k_main = k / kBlock * kBlock;
-  for (int64_t p = 0; p < k_main; p += kBlock) {
-    if (prefetch) {
+  const int64_t k_main = k / S * S;
+  int64_t p = 0;
+  if (prefetch) {
+    const TW* ahead = wj + R * ldw;
+    for (; p < k_main; p += S) {
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wj + (R + r) * ldw + p), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
+      dot_step<M, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
     }
-    dot_block<M, R>(xd + p, kp, wj + p, ldw, ~__mmask32(0), acc);
   }
-  if (k_main < k) {  // last, partial block: masked loads (x is zero padded)
-    const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - k_main)) - 1);
-    dot_block<M, R>(xd + k_main, kp, wj + k_main, ldw, tail, acc);
-  }
+  for (; p < k_main; p += S) dot_step<M, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
+  if (k_main < k) dot_step<M, R>(x + k_main, ldx, wj + k_main, ldw, tail_mask<TW>(k - k_main), acc);
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
+    for (int r = 0; r < R; ++r) store_y(yj + i * ldy + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
 }
 
-// m > kGemvGroup: tiles, as gemm_avx512.cc's f32 gemv_nt: a block of kJb W rows is summed one K chunk
-// (kKc) at a time so that the chunk of x (m x kKc f32) and of W stay in L1 while every (group of x rows,
-// 4 W rows) tile runs over it, partial sums kept in `sums` [m][kJb]. Chunks are whole 32-wide blocks and
-// sums round-trip exactly: bit for bit the result of one pass.
-constexpr int kJb = 8;
-constexpr int64_t kKc = 256;
+template <class TW, int M>
+LATHE_AVX512 void gemv_nt_m(int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                            float* y, int64_t ldy, float alpha, float beta) {
+  int64_t j = j0;
+  for (; j + kRows <= j1; j += kRows)
+    gemv_rows<TW, M, kRows>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/j + 2 * kRows <= j1);
+  for (; j < j1; ++j) gemv_rows<TW, M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
+}
 
-// sums[i * kJb + r] += lanes of x_i · W[j + r] over k [p0, p1) (G rows of x at xd, R rows of W at wj).
-// With prefetch (the first group of x rows), each step also requests the same columns of the next block's
-// rows (kJb rows on): without it the DRAM sat idle while the other groups ran from L1 (M = 5 took 2x M = 4).
-template <int G, int R>
-LATHE_AVX512 void gemv_tile(int64_t k, int64_t kp, int64_t p0, int64_t p1, const float* xd, const bf16* wj,
-                            int64_t ldw, __m512* sums, bool prefetch) {
+// m > kGemvGroup. Re-reading a block of W rows for each group of x rows over all of K read the x rows
+// (M x K) from L2 once per 4 W rows, which bound M = 16 at 1/3 of the FMA rate; hence the K chunks.
+// sums[i * kJb + r] (G x R tile at the group's first x row and the tile's first W row) += lanes of
+// x_i · W[r] over k [p0, p1). With prefetch (the first group of x rows), each step also requests the same
+// line of the next block's rows (kJb rows on) into L2, so the DRAM does not sit idle while the other
+// groups run from L1 (without it M = 5 took 2x M = 4).
+template <class TW, int G, int R>
+LATHE_AVX512 void gemv_tile(int64_t k, int64_t p0, int64_t p1, const float* x, int64_t ldx, const TW* wj, int64_t ldw,
+                            __m512* sums, bool prefetch) {
+  constexpr int64_t S = kStep<TW>;
   __m512 acc[G][R];
 #pragma GCC unroll 4
   for (int i = 0; i < G; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
   int64_t p = p0;
-  for (; p + kBlock <= p1; p += kBlock) {
+  for (; p + S <= p1; p += S) {
     if (prefetch) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wj + (kJb + r) * ldw + p), _MM_HINT_T1);
     }
-    dot_block<G, R>(xd + p, kp, wj + p, ldw, ~__mmask32(0), acc);
+    dot_step<G, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
   }
-  if (p < p1) {  // last, partial block of k: masked loads (x is zero padded)
-    const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - p)) - 1);
-    dot_block<G, R>(xd + p, kp, wj + p, ldw, tail, acc);
-  }
+  if (p < p1) dot_step<G, R>(x + p, ldx, wj + p, ldw, tail_mask<TW>(k - p), acc);  // last, partial step
 #pragma GCC unroll 4
   for (int i = 0; i < G; ++i)
 #pragma GCC unroll 4
@@ -128,26 +160,26 @@ LATHE_AVX512 void gemv_tile(int64_t k, int64_t kp, int64_t p0, int64_t p1, const
 }
 
 // All m rows of x against R W rows over one K chunk, kGemvGroup rows of x per tile.
-template <int R>
-LATHE_AVX512 void gemv_tiles(int m, int64_t k, int64_t kp, int64_t p0, int64_t p1, const float* xd, const bf16* wj,
+template <class TW, int R>
+LATHE_AVX512 void gemv_tiles(int m, int64_t k, int64_t p0, int64_t p1, const float* x, int64_t ldx, const TW* wj,
                              int64_t ldw, __m512* sums, bool prefetch) {
   for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
     const bool pf = prefetch && i0 == 0;
-    const float* xg = xd + i0 * kp;
+    const float* xg = x + i0 * ldx;
     __m512* sg = sums + i0 * kJb;
     switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
-      case 1: gemv_tile<1, R>(k, kp, p0, p1, xg, wj, ldw, sg, pf); break;
-      case 2: gemv_tile<2, R>(k, kp, p0, p1, xg, wj, ldw, sg, pf); break;
-      case 3: gemv_tile<3, R>(k, kp, p0, p1, xg, wj, ldw, sg, pf); break;
-      default: gemv_tile<4, R>(k, kp, p0, p1, xg, wj, ldw, sg, pf); break;
+      case 1: gemv_tile<TW, 1, R>(k, p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      case 2: gemv_tile<TW, 2, R>(k, p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      case 3: gemv_tile<TW, 3, R>(k, p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      default: gemv_tile<TW, 4, R>(k, p0, p1, xg, ldx, wj, ldw, sg, pf); break;
     }
   }
 }
 
-// m > kGemvGroup rows of x against W rows [j0, j1), block by block.
-LATHE_AVX512 void gemv_nt_bf16_tiled(int m, int64_t k, int64_t kp, const float* xd, const bf16* w, int64_t ldw,
-                                     int64_t j0, int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  __m512 sums[kGemvMaxM * kJb];
+template <class TW>
+LATHE_AVX512 void gemv_nt_tiled(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
+                                int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  __m512 sums[kGemvMaxM * kJb];  // [m][kJb] partial sums of one block of W rows
   for (int64_t j = j0; j < j1; j += kJb) {
     const int rows = static_cast<int>(j1 - j < kJb ? j1 - j : kJb);
     const bool prefetch = j + 2 * kJb <= j1;  // the next block is whole
@@ -155,30 +187,102 @@ LATHE_AVX512 void gemv_nt_bf16_tiled(int m, int64_t k, int64_t kp, const float* 
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t p1 = k - p0 < kKc ? k : p0 + kKc;
       int r = 0;
-      for (; r + kRows <= rows; r += kRows) gemv_tiles<kRows>(m, k, kp, p0, p1, xd, w + (j + r) * ldw, ldw, sums + r, prefetch);
-      for (; r < rows; ++r) gemv_tiles<1>(m, k, kp, p0, p1, xd, w + (j + r) * ldw, ldw, sums + r, false);
+      for (; r + kRows <= rows; r += kRows)
+        gemv_tiles<TW, kRows>(m, k, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, prefetch);
+      for (; r < rows; ++r) gemv_tiles<TW, 1>(m, k, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, false);
     }
     for (int i = 0; i < m; ++i)
       for (int r = 0; r < rows; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(sums[i * kJb + r]), alpha, beta);
   }
 }
 
-template <int M>
-LATHE_AVX512 void gemv_nt_bf16_m(int64_t k, const float* xd, int64_t kp, const bf16* w, int64_t ldw, int64_t j0,
-                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  int64_t j = j0;
-  for (; j + kRows <= j1; j += kRows)
-    gemv_rows<M, kRows>(k, kp, xd, w, ldw, j, y, ldy, alpha, beta, /*prefetch=*/j + 2 * kRows <= j1);
-  for (; j < j1; ++j) gemv_rows<M, 1>(k, kp, xd, w, ldw, j, y, ldy, alpha, beta, /*prefetch=*/false);
+template <class TW>
+LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
+                          int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  switch (m) {
+    case 1: return gemv_nt_m<TW, 1>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 2: return gemv_nt_m<TW, 2>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 3: return gemv_nt_m<TW, 3>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 4: return gemv_nt_m<TW, 4>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nt_tiled<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  }
+}
+
+// xd [m][kp] (kp = k rounded up to 32) = x [m][k] reordered per 32 columns into (16 evens, 16 odds), zero
+// padded: the order in which dot_step widens a 64-byte load of bf16.
+void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
+  for (int i = 0; i < m; ++i)
+    for (int64_t p = 0; p < kp; p += 32)
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t even = p + 2 * l, odd = even + 1;
+        xd[i * kp + p + l] = even < k ? x[i * k + even] : 0.f;
+        xd[i * kp + p + 16 + l] = odd < k ? x[i * k + odd] : 0.f;
+      }
+}
+
+// ---- W [K, N] ("nn"): y[:, cols] += x[:, p] * W[p, cols] over p, with a column chunk of the sums kept in
+// an L1 buffer (at most 16 KiB) so each W row is read as one contiguous run (the hardware prefetcher
+// follows it). Each sum adds its products in p order, so the chunk width does not change results.
+
+// 16 weights as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
+LATHE_AVX512 inline __m512 load_w16(const float* w, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, w); }
+LATHE_AVX512 inline __m512 load_w16(const bf16* w, __mmask16 mask) {
+  const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <class TW, int M>
+LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
+                            int64_t ldy, float alpha, float beta) {
+  constexpr int64_t kChunk = M <= 4 ? 1024 : 4096 / M / 16 * 16;
+  alignas(64) float sums[M][kChunk];
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int64_t nc = j1 - c0 < kChunk ? j1 - c0 : kChunk;
+    for (int i = 0; i < M; ++i)
+      for (int64_t v = 0; v < nc; v += 16) _mm512_store_ps(&sums[i][v], _mm512_setzero_ps());
+    for (int64_t p = 0; p < k; ++p) {
+      __m512 xv[M];
+      for (int i = 0; i < M; ++i) xv[i] = _mm512_set1_ps(x[i * k + p]);
+      const TW* wr = w + p * ldw + c0;
+      for (int64_t v = 0; v < nc; v += 16) {
+        const int rem = static_cast<int>(nc - v);
+        const __mmask16 mask = rem >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
+        const __m512 wv = load_w16(wr + v, mask);
+        for (int i = 0; i < M; ++i)
+          _mm512_store_ps(&sums[i][v], _mm512_fmadd_ps(xv[i], wv, _mm512_load_ps(&sums[i][v])));
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      for (int64_t v = 0; v < nc; ++v) store_y(y + i * ldy + c0 + v, sums[i][v], alpha, beta);
+  }
+}
+
+template <class TW, std::size_t... I>
+constexpr auto make_gemv_nn_table(std::index_sequence<I...>) {
+  return std::array<void (*)(int64_t, const float*, const TW*, int64_t, int64_t, int64_t, float*, int64_t, float,
+                             float),
+                    sizeof...(I)>{&gemv_nn_m<TW, static_cast<int>(I) + 1>...};
+}
+
+template <class TW>
+LATHE_AVX512 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
+                          float* y, int64_t ldy, float alpha, float beta) {
+  static constexpr auto kTable = make_gemv_nn_table<TW>(std::make_index_sequence<kGemvMaxM>());
+  kTable[m - 1](k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace
+
+LATHE_AVX512 void gemv_nt_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
+                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nt<float>(m, k, x, k, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
 
 LATHE_AVX512 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
                                       int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   // x reordered into a per-thread buffer that only grows (no allocation per decode step once warm),
   // 64-byte aligned for the aligned loads of x.
-  const int64_t kp = (k + kBlock - 1) / kBlock * kBlock;
+  const int64_t kp = (k + 31) / 32 * 32;
   thread_local std::unique_ptr<float[]> buffer;
   thread_local int64_t buffer_floats = 0;
   if (m * kp + 16 > buffer_floats) {
@@ -187,13 +291,17 @@ LATHE_AVX512 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf
   }
   float* xd = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buffer.get()) + 63) & ~uintptr_t{63});
   deinterleave_x(m, k, kp, x, xd);
-  switch (m) {
-    case 1: return gemv_nt_bf16_m<1>(k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
-    case 2: return gemv_nt_bf16_m<2>(k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
-    case 3: return gemv_nt_bf16_m<3>(k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
-    case 4: return gemv_nt_bf16_m<4>(k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
-    default: return gemv_nt_bf16_tiled(m, k, kp, xd, w, ldw, j0, j1, y, ldy, alpha, beta);
-  }
+  gemv_nt<bf16>(m, k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
+LATHE_AVX512 void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
+                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nn<float>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
+LATHE_AVX512 void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
+                                      int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nn<bf16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace lathe::cpu
