@@ -1,6 +1,7 @@
 #include "lathe/backend/cpu/machine_limits.h"
 
-#include <unistd.h>
+#include "lathe/backend/cpu/cache_info.h"
+
 
 #include <algorithm>
 #include <array>
@@ -99,10 +100,8 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
-                            const CpuFeatures& cpu) {
-  if (!compute_peak_supported(p, cpu)) return 0;
-  const peak_loops::Loop& loop = peak_loops::kLoops[static_cast<size_t>(p)];
+double best_round_rate(const ThreadPool& pool, int n_workers, double seconds, int64_t iters,
+                       double units_per_iter, float (*run)(int64_t iters, float seed)) {
   const int n = std::clamp(n_workers, 1, pool.n_threads());
   std::atomic<float> sink{0};
   double best = 0;
@@ -112,23 +111,26 @@ double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers
     pool.run_on_workers(n, [&](int w, int nw) {
       if (nw > 1) pool.barrier();
       if (w == 0) t0 = Clock::now();
-      sink.store(loop.run(kIters, static_cast<float>(w + 1)), std::memory_order_relaxed);
+      sink.store(run(iters, static_cast<float>(w + 1)), std::memory_order_relaxed);
       if (nw > 1) pool.barrier();
       if (w == 0) t1 = Clock::now();
     });
     const double dt = std::chrono::duration<double>(t1 - t0).count();
-    best = std::max(best, loop.ops_per_iter * kIters * n / dt);
+    best = std::max(best, units_per_iter * static_cast<double>(iters) * n / dt);
   } while (Clock::now() < end);
   return best / 1e9;
 }
 
+double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
+                            const CpuFeatures& cpu) {
+  if (!compute_peak_supported(p, cpu)) return 0;
+  const peak_loops::Loop& loop = peak_loops::kLoops[static_cast<size_t>(p)];
+  return best_round_rate(pool, n_workers, seconds, kIters, loop.ops_per_iter, loop.run);
+}
+
 size_t last_level_cache_bytes() {
-  long bytes = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-  return bytes > 0 ? static_cast<size_t>(bytes) : size_t{32} << 20;
+  const CacheInfo& caches = cache_info();
+  return static_cast<size_t>(caches.l3 > 0 ? caches.l3 : caches.l2);
 }
 
 size_t stream_bytes_for_cache(size_t cache_bytes) {

@@ -48,7 +48,14 @@ bool compute_peak_supported(ComputePeak p, const CpuFeatures& cpu);
 double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
                             const CpuFeatures& cpu = CpuFeatures::detect());
 
-// The last-level cache size the OS reports (sysconf), or 32 MiB when it reports none.
+// The best rate, in units per second / 1e9, of rounds in which each of n workers (1..pool.n_threads())
+// runs run(iters, seed) between two barriers, over about `seconds` (at least one round); a round does
+// units_per_iter * iters units per worker. The timing loop of every compute probe (and of peak_flops.cc's
+// portable fallback).
+double best_round_rate(const ThreadPool& pool, int n_workers, double seconds, int64_t iters,
+                       double units_per_iter, float (*run)(int64_t iters, float seed));
+
+// The last-level cache size of cache_info() (L3, else L2).
 size_t last_level_cache_bytes();
 
 // Streaming bandwidth over arrays far larger than the caches: read-only (a sum over one array, 8

@@ -1,8 +1,5 @@
 #include "lathe/backend/cpu/peak_flops.h"
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 
 #include "lathe/backend/cpu/cpu_tier.h"
 #include "lathe/backend/cpu/machine_limits.h"
@@ -29,28 +26,6 @@ float fma_chains(int64_t iters, float seed) {
   return sum;
 }
 
-double portable_peak_gflops(const ThreadPool& pool, double seconds) {
-  using Clock = std::chrono::steady_clock;
-  const int n = pool.n_threads();
-  constexpr int64_t kIters = 100000;
-  std::atomic<float> sink{0};
-  double best = 0;
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  do {
-    Clock::time_point t0, t1;
-    pool.run_on_workers(n, [&](int w, int nw) {
-      if (nw > 1) pool.barrier();
-      if (w == 0) t0 = Clock::now();
-      sink.store(fma_chains(kIters, 1e-3f * static_cast<float>(w + 1)), std::memory_order_relaxed);
-      if (nw > 1) pool.barrier();
-      if (w == 0) t1 = Clock::now();
-    });
-    const double dt = std::chrono::duration<double>(t1 - t0).count();
-    best = std::max(best, 2.0 * 12 * kLanes * kIters * n / dt);
-  } while (Clock::now() < end);
-  return best / 1e9;
-}
-
 }  // namespace
 
 // The peak of the tier the kernels run (LATHE_CPU=avx2 on an AVX-512 CPU is measured against AVX2's).
@@ -59,7 +34,7 @@ double measure_fma_peak_gflops(const ThreadPool& pool, double seconds) {
   const CpuTier tier = cpu_tier();
   if (cpu.avx512f && tier >= CpuTier::kAvx512) return measure_compute_peak(ComputePeak::kFp32FmaAvx512, pool, pool.n_threads(), seconds, cpu);
   if (cpu.avx2_fma && tier >= CpuTier::kAvx2) return measure_compute_peak(ComputePeak::kFp32FmaAvx2, pool, pool.n_threads(), seconds, cpu);
-  return portable_peak_gflops(pool, seconds);
+  return best_round_rate(pool, pool.n_threads(), seconds, 100000, 2.0 * 12 * kLanes, fma_chains);
 }
 
 }  // namespace lathe::cpu
