@@ -1,8 +1,5 @@
 #include "lathe/backend/cpu/machine_limits.h"
 
-#include "lathe/backend/cpu/cache_info.h"
-
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -14,6 +11,7 @@
 
 #include <immintrin.h>
 
+#include "lathe/backend/cpu/cache_info.h"
 #include "lathe/backend/cpu/machine_limits_loops.h"
 #include "lathe/base/error.h"
 
