@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 
 namespace lathe::cpu {
@@ -100,14 +101,7 @@ LATHE_AVX2 void micro_f32(int64_t kc, const float* a, const float* b, float* c, 
 
 // ---- Transposing pack (A rows -> [kc][MR] panels; W [N, K] rows -> [kc][NR] panels), 8 x 8 blocks. ----
 
-// 8 consecutive elements as f32 (bf16 is the top half of an f32: widen by a 16-bit shift).
-LATHE_AVX2 inline __m256 load_f32x8(const float* s) { return _mm256_loadu_ps(s); }
-LATHE_AVX2 inline __m256 load_f32x8(const bf16* s) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-inline float widen(float v) { return v; }
-inline float widen(bf16 v) { return bf16_to_f32(v); }
+using avx2::load_f32x8, avx2::widen;
 
 // In-register 8 x 8 transpose: r[i][j] -> r[j][i] (unpack 32-bit, shuffle 64-bit, swap 128-bit halves).
 LATHE_AVX2 inline void transpose8(__m256 (&r)[8]) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 
 namespace lathe::cpu {
@@ -180,13 +181,6 @@ void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
 
 // W [K, N]: sums for a column chunk (at most 16 KiB) stay in L1 while W rows stream contiguously. Each sum
 // adds its products in p order, so the chunk width does not change results.
-LATHE_AVX2 inline __m256 load_w8(const float* w) { return _mm256_loadu_ps(w); }
-LATHE_AVX2 inline __m256 load_w8(const bf16* w) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) { return bf16_to_f32(v); }
 
 template <class TW>
 LATHE_AVX2 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
@@ -204,8 +198,8 @@ LATHE_AVX2 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t l
         float* si = sums + i * chunk;
         const __m256 xv = _mm256_set1_ps(x[i * k + p]);
         for (int64_t v = 0; v < nc_main; v += 8)
-          _mm256_store_ps(si + v, _mm256_fmadd_ps(xv, load_w8(wr + v), _mm256_load_ps(si + v)));
-        for (int64_t v = nc_main; v < nc; ++v) si[v] += x[i * k + p] * to_f32(wr[v]);
+          _mm256_store_ps(si + v, _mm256_fmadd_ps(xv, avx2::load_f32x8(wr + v), _mm256_load_ps(si + v)));
+        for (int64_t v = nc_main; v < nc; ++v) si[v] += x[i * k + p] * avx2::widen(wr[v]);
       }
     }
     for (int i = 0; i < m; ++i)
