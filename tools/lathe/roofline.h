@@ -41,7 +41,7 @@ struct MachineLimits {
 struct KernelTiming {
   std::string name;     // "gemm gpt2 fwd fc 256x3072x768"
   std::string kind;     // "gemm", "gemv", "attention", "rms_norm", "adamw"
-  std::string tier;     // the instruction tier that ran: cpu::gemm_isa(), or the build's ISA for the rest
+  std::string tier;     // the instruction tier that ran: cpu::gemm_isa(), cpu_tier() (AdamW), or the build's ISA
   double flops = 0;     // useful flops per call (FMA = 2; sqrt and divide count 1)
   double bytes_read = 0, bytes_written = 0;
   double seconds = 0;   // median per call

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "lathe/backend/cpu/cpu_tier.h"
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/ops/attention.h"
 #include "lathe/ops/rms_norm.h"
@@ -17,8 +18,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// rms_norm and AdamW have no tier query: they run the widest vectors the build compiles for (AdamW
-// also has an AVX-512 path chosen at run time, which the native build of an AVX-512 machine matches).
+// rms_norm is the compiler's vectorisation of portable C++: it runs the widest vectors the build compiles
+// for. (AdamW dispatches on cpu::cpu_tier() like the GEMM.)
 const char* build_isa() {
 #if defined(__AVX512F__)
   return "avx512";
@@ -173,7 +174,7 @@ KernelTiming time_adamw(const KernelRunOptions& opt, const ThreadPool& pool) {
   theta.set_requires_grad(true);
   theta.impl()->grad = grad;
   train::AdamW adamw({train::OptimParam{.name = "w", .value = theta}}, train::AdamWConfig{.weight_decay = 0.1});
-  KernelTiming t{.name = "adamw step " + std::to_string(n) + " params", .kind = "adamw", .tier = build_isa()};
+  KernelTiming t{.name = "adamw step " + std::to_string(n) + " params", .kind = "adamw", .tier = cpu::cpu_tier_name(cpu::cpu_tier())};
   t.flops = 16.0 * static_cast<double>(n);
   t.bytes_read = 16.0 * static_cast<double>(n);
   t.bytes_written = 12.0 * static_cast<double>(n);
