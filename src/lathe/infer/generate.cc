@@ -58,6 +58,7 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
   const double prefill = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
   for (int i = 0; i < opts.max_new_tokens && !live.empty(); ++i) {
+    if (opts.cancel && opts.cancel->load(std::memory_order_relaxed)) break;
     std::vector<int64_t> next_live;
     for (size_t j = 0; j < live.size(); ++j) {
       const int64_t s = live[j];

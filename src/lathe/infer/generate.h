@@ -3,6 +3,7 @@
 // (The serving engine's scheduler, preemption and prefix cache sit above this, on the same store.)
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct GenerateOptions {
   SamplingOptions sampling;       // every sequence samples with its own Sampler of these options
   std::vector<int> stop_token_ids;  // e.g. the config's eos ids
   std::function<void(int32_t token)> on_token;  // streaming callback, called per new token (one prompt only)
+  const std::atomic<bool>* cancel = nullptr;     // when set (e.g. by Ctrl-C), generation ends before the next token
 };
 
 struct GenerateResult {

@@ -66,5 +66,22 @@ TEST(Generate, RejectsBadOptionsBeforeRunning) {
   EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), n_ctx + 1);
 }
 
+TEST(Generate, CancelEndsGenerationBeforeTheNextToken) {
+  auto model = Model::load(testing::fixtures_root() + "/models/llama");
+  std::atomic<bool> cancel{false};
+  int seen = 0;
+  GenerateOptions o{.max_new_tokens = 10};
+  o.cancel = &cancel;
+  o.on_token = [&](int32_t) {
+    if (++seen == 3) cancel = true;  // as a Ctrl-C handler would, while the third token streams
+  };
+  const GenerateResult r = generate(*model, {1, 2}, o);
+  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(r.tokens.size(), 2u + 3u);
+  // The tokens before the cancel are those of an uncancelled run.
+  const GenerateResult full = generate(*model, {1, 2}, {.max_new_tokens = 10});
+  EXPECT_EQ(std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + 5), r.tokens);
+}
+
 }  // namespace
 }  // namespace lathe

@@ -1,0 +1,56 @@
+#include "text_model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "lathe/base/error.h"
+#include "lathe/io/file_read.h"
+
+namespace lathe::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+void add_id(std::vector<int>& ids, int id) {
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+}
+
+// generation_config.json's eos_token_id: a number or a list (transformers' generate stops at any).
+void add_generation_eos(const nlohmann::json& gen, std::vector<int>& ids) {
+  if (!gen.is_object() || !gen.contains("eos_token_id")) return;
+  const nlohmann::json& e = gen["eos_token_id"];
+  if (e.is_number_integer()) add_id(ids, e.get<int>());
+  if (e.is_array())
+    for (const nlohmann::json& v : e)
+      if (v.is_number_integer()) add_id(ids, v.get<int>());
+}
+
+}  // namespace
+
+TextModel load_text_model(const std::string& dir, const LoadOptions& opts) {
+  const fs::path tok_path = fs::path(dir) / "tokenizer.json";
+  LATHE_CHECK_ARG(fs::exists(tok_path), dir, ": no tokenizer.json (give token ids with --prompt-ids instead)");
+  TextModel m;
+  m.model = Model::load(dir, opts);
+  m.tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
+  const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
+  if (fs::exists(config_path)) {
+    m.tokenizer_config = read_ordered_json_object_file(config_path.string());
+    m.tokenizer_config.erase("added_tokens_decoder");  // large and never read by templates
+  }
+  const int64_t vocab = m.model->config().vocab_size;
+  LATHE_CHECK_ARG(m.tok->vocab_size() <= vocab, dir, ": the tokenizer has ", m.tok->vocab_size(),
+                  " ids but the model's vocab_size is ", vocab);
+  for (int id : m.model->config().eos_token_ids) add_id(m.stop_ids, id);
+  add_generation_eos(m.model->generation_config(), m.stop_ids);
+  if (const auto eos = m.tok->special_tokens().eos_id) add_id(m.stop_ids, static_cast<int>(*eos));
+  return m;
+}
+
+std::vector<int32_t> encode_prompt(const TextModel& m, const std::string& text, bool add_special_tokens) {
+  const std::vector<uint32_t> ids = m.tok->encode_ids(text, add_special_tokens);
+  LATHE_CHECK_ARG(!ids.empty(), "the prompt encodes to no tokens");
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+}  // namespace lathe::cli

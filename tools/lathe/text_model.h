@@ -1,0 +1,30 @@
+// A model folder read as a text model: its weights, its tokenizer (tokenizer.json beside config.json)
+// and tokenizer_config.json (special tokens and the chat template), for `lathe generate --prompt` and
+// `lathe chat`.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/models/model.h"
+
+namespace lathe::cli {
+
+struct TextModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  nlohmann::ordered_json tokenizer_config = nlohmann::ordered_json::object();  // {} without the file
+  std::vector<int> stop_ids;  // the config's eos ids and the tokenizer's eos token
+};
+
+// Throws InvalidArgument when the folder has no tokenizer.json (naming the --prompt-ids alternative) or
+// when the tokenizer's ids do not fit the model's vocabulary.
+TextModel load_text_model(const std::string& dir, const LoadOptions& opts);
+
+// Encodes `text` (special tokens as the tokenizer's post-processor adds them) as model input ids.
+std::vector<int32_t> encode_prompt(const TextModel& m, const std::string& text, bool add_special_tokens);
+
+}  // namespace lathe::cli
