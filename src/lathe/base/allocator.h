@@ -1,7 +1,8 @@
-// 64-byte aligned memory with a cache of large freed blocks. A training step frees and re-allocates
-// the same large buffers (activations, gradients) every step; glibc returns blocks over 32 MiB to the
-// kernel, so each step paid their page faults again (~11% of a GPT-2 step). Cached blocks are reused
-// by exact size; the cache is bounded and lives in the Context (no global state).
+// 64-byte aligned memory (blocks of 2 MiB and more: 2 MiB aligned, on transparent huge pages) with a
+// cache of large freed blocks. A training step frees and re-allocates the same large buffers
+// (activations, gradients) every step; glibc returns blocks over 32 MiB to the kernel, so each step paid
+// their page faults again (~11% of a GPT-2 step). Cached blocks are reused by exact size; the cache is
+// bounded and lives in the Context (no global state).
 #pragma once
 
 #include <cstddef>
