@@ -1,0 +1,78 @@
+#include "lathe/serve/loadgen/stream_record.h"
+
+#include <nlohmann/json.hpp>
+
+namespace lathe::loadgen {
+
+size_t SseParser::next_event_end() const {
+  // Events end with a blank line: "\n\n" or "\r\n\r\n".
+  const size_t lf = buffer_.find("\n\n"), crlf = buffer_.find("\r\n\r\n");
+  if (lf == std::string::npos && crlf == std::string::npos) return std::string::npos;
+  if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) return crlf + 4;
+  return lf + 2;
+}
+
+bool SseParser::data_of(const std::string& event, std::string& data) {
+  bool found = false;
+  size_t at = 0;
+  while (at < event.size()) {
+    size_t nl = event.find('\n', at);
+    if (nl == std::string::npos) nl = event.size();
+    std::string_view line(event.data() + at, nl - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.substr(0, 5) == "data:") {
+      std::string_view v = line.substr(5);
+      if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+      if (found) data += '\n';  // several data lines join with newlines (SSE)
+      data.append(v);
+      found = true;
+    }
+    at = nl + 1;
+  }
+  return found;
+}
+
+void StreamRecorder::on_data(const std::string& data, double t) {
+  if (data == "[DONE]") {
+    done_ = true;
+    return;
+  }
+  const nlohmann::json j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    if (error_.empty()) error_ = "unparsable stream chunk: " + data.substr(0, 200);
+    return;
+  }
+  if (j.contains("error")) {
+    if (error_.empty()) error_ = "stream error: " + j["error"].dump().substr(0, 300);
+    return;
+  }
+  if (j.contains("usage") && j["usage"].is_object() && j["usage"].contains("completion_tokens"))
+    usage_tokens_ = j["usage"]["completion_tokens"].get<int64_t>();
+  const auto it = j.find("choices");
+  if (it == j.end() || !it->is_array() || it->empty()) return;
+  const nlohmann::json& c = (*it)[0];
+  std::string text;
+  if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
+  if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
+      c["delta"]["content"].is_string())
+    text = c["delta"]["content"].get<std::string>();
+  if (text.empty()) return;  // role-only or finish chunks carry no token
+  if (chunks_ == 0) rec_.ttft_s = t;
+  else rec_.itl_s.push_back(t - last_token_t_);
+  last_token_t_ = t;
+  ++chunks_;
+}
+
+RequestRecord StreamRecorder::finish(double t, int http_status, const std::string& transport_error) {
+  rec_.e2e_s = t;
+  rec_.output_tokens = usage_tokens_ >= 0 ? usage_tokens_ : chunks_;
+  if (!transport_error.empty()) rec_.error = transport_error;
+  else if (http_status != 200) rec_.error = "HTTP " + std::to_string(http_status) + (error_.empty() ? "" : ": " + error_);
+  else if (!error_.empty()) rec_.error = error_;
+  else if (chunks_ == 0) rec_.error = "the stream carried no token";
+  else if (!done_) rec_.error = "the stream ended without data: [DONE]";
+  rec_.ok = rec_.error.empty();
+  return rec_;
+}
+
+}  // namespace lathe::loadgen
