@@ -36,6 +36,7 @@ const CommandSpec& plot_spec();
 const CommandSpec& checkpoint_verify_spec();
 const CommandSpec& bench_roofline_spec();
 const CommandSpec& bench_tier_spec();
+const CommandSpec& bench_serve_spec();
 }  // namespace lathe::cli
 
 namespace {
@@ -57,7 +58,8 @@ void usage() {
       "commands:\n";
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &verify_spec(), &tokenize_spec(), &detokenize_spec(),
                                   &data_synth_spec(), &data_prepare_spec(), &pretrain_spec(), &plot_spec(), &checkpoint_verify_spec(),
-                                  &chat_template_spec(), &bench_roofline_spec(), &bench_tier_spec()})
+                                  &chat_template_spec(), &bench_roofline_spec(), &bench_tier_spec(),
+                                  &bench_serve_spec()})
     s += help_overview(*spec);
   s +=
       "\n"
