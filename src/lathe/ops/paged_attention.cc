@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "lathe/base/error.h"
 #include "lathe/ops/attention_tiles.h"
@@ -88,57 +89,60 @@ void pv_any(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, 
   }
 }
 
-// out[i] = x[i] folded with x[i + W] and y likewise, within each group of 2W lanes: the first W lanes of
-// a group from x, the last W from y. Four folds (W = 8, 4, 2, 1) turn 16 vectors into one vector of their
-// 16 sums, the sum of input i landing in lane bitreverse4(i).
+// Lane i of fold<W>(x, y) sums two lanes W apart within its group of 2W lanes: the first W lanes of a
+// group from x, the last W from y. Lanes of x are 0 .. kLanes − 1 in the shuffle's numbering, y's follow.
 template <int W>
-inline void fold(const attn::f32x16& x, const attn::f32x16& y, attn::f32x16& out) {
-  using attn::f32x16;
-  if constexpr (W == 8) {
-    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-          __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  } else if constexpr (W == 4) {
-    out = __builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
-          __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  } else if constexpr (W == 2) {
-    out = __builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
-          __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-  } else {
-    out = __builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
-          __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+constexpr int fold_lane(int i, bool upper) {
+  const int group = i / (2 * W) * (2 * W), o = i % (2 * W);
+  return (o < W ? group + o : attn::kLanes + group + o - W) + (upper ? W : 0);
+}
+template <int W, int... I>
+inline attn::fvec fold(const attn::fvec& x, const attn::fvec& y, std::integer_sequence<int, I...>) {
+  return __builtin_shufflevector(x, y, fold_lane<W>(I, false)...) +
+         __builtin_shufflevector(x, y, fold_lane<W>(I, true)...);
+}
+
+// v[0] = the kLanes sums of the 2W vectors v[0, 2W), after log2(2W) folds (W = kLanes/2, ..., 1): the sum of
+// v[i] lands in lane bit_reverse(i).
+template <int W>
+inline void fold_all(attn::fvec* v) {
+  if constexpr (W >= 1) {
+#pragma GCC unroll 8
+    for (int i = 0; i < W; ++i) v[i] = fold<W>(v[2 * i], v[2 * i + 1], std::make_integer_sequence<int, attn::kLanes>());
+    fold_all<W / 2>(v);
   }
 }
 
-constexpr int kBitReverse4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+// i with its log2(kLanes) bits reversed.
+constexpr int bit_reverse(int i) {
+  int r = 0;
+  for (int bit = 1, rbit = attn::kLanes / 2; bit < attn::kLanes; bit <<= 1, rbit >>= 1)
+    if (i & bit) r |= rbit;
+  return r;
+}
 
-// D % 16 == 0: st[jl] = q·k_jl, 16 keys at a time (16 accumulators, then four folds into one vector of
-// scores), the rest one by one.
+// D % 16 == 0: st[jl] = q·k_jl, kLanes keys at a time (kLanes native accumulators: 16 zmm under AVX-512,
+// 8 ymm under AVX2, so the 16 registers of AVX2 hold them with the query), folded into one vector of
+// scores; the rest one by one.
 void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
-  using attn::f32x16, attn::vec_at;
+  using attn::fvec, attn::kLanes, attn::load, attn::store;
   int64_t jl = ja;
-  for (; jl + 16 <= je; jl += 16) {
-    f32x16 c[16] = {};  // c[kBitReverse4[i]] accumulates key jl + i
-    for (int64_t e = 0; e < D; e += 16) {
-      const f32x16 qv = vec_at(q + e);
+  for (; jl + kLanes <= je; jl += kLanes) {
+    fvec c[kLanes] = {};  // c[bit_reverse(i)] accumulates key jl + i
+    for (int64_t e = 0; e < D; e += kLanes) {
+      const fvec qv = load(q + e);
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) c[kBitReverse4[i]] += qv * vec_at(kb + (jl + i) * ld + e);
+      for (int i = 0; i < kLanes; ++i) c[bit_reverse(i)] += qv * load(kb + (jl + i) * ld + e);
     }
-    f32x16 b[8], a[4], d[2], sums;
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) fold<8>(c[2 * i], c[2 * i + 1], b[i]);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) fold<4>(b[2 * i], b[2 * i + 1], a[i]);
-    fold<2>(a[0], a[1], d[0]);
-    fold<2>(a[2], a[3], d[1]);
-    fold<1>(d[0], d[1], sums);
-    vec_at(st + jl) = sums;
+    fold_all<kLanes / 2>(c);
+    store(st + jl, c[0]);
   }
   for (; jl < je; ++jl) {
-    f32x16 c = {};
-    for (int64_t e = 0; e < D; e += 16) c += vec_at(q + e) * vec_at(kb + jl * ld + e);
+    fvec c = {};
+    for (int64_t e = 0; e < D; e += kLanes) c += load(q + e) * load(kb + jl * ld + e);
     float dot = 0.f;
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) dot += c[i];
+    for (int i = 0; i < kLanes; ++i) dot += c[i];
     st[jl] = dot;
   }
 }
