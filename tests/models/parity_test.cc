@@ -148,10 +148,11 @@ TEST_P(ModelParity, SaveRoundTripsBitForBit) {
 // 1. The 16-bit kernels (weights widened in registers, f32 activations) equal that exact computation up
 //    to f32 reordering (1e-4, the f32 logits tolerance): the full forward (the blocked GEMM, M = 24), the
 //    cached forward one token at a time (the skinny-M decode kernels, M = 1) and the fused head's loss.
-// 2. Against the f32 reference: within the 2e-2, or within the error the rounded weights alone
-//    cause (measured by that exact f32 computation), whichever is larger. Rounding every weight to bf16
-//    moves tiny random models' logits by up to ~3e-2 (qwen3) and can flip a MoE top-k routing choice,
-//    which no kernel can undo; the note in docs/benchmarks.md gives the measured figures.
+// 2. Against the f32 reference: within the 2e-2 for bf16 (2e-2 / 8 for f16, whose rounding step is
+//    8x finer), or within the error the rounded weights alone cause (measured by that exact f32
+//    computation), whichever is larger. Rounding every weight to bf16 moves tiny random models' logits by
+//    up to ~3e-2 (qwen3; f16: ~4e-3) and can flip a MoE top-k routing choice, which no kernel can undo; the
+//    note in docs/benchmarks.md gives the measured figures.
 void check_16bit_weights(const std::string& name, DType dtype) {
   Fixture f = load_fixture(name);
   const std::string out = testing::scratch_dir(std::string(dtype_name(dtype)) + "_" + name);
@@ -177,7 +178,8 @@ void check_16bit_weights(const std::string& name, DType dtype) {
   const Tensor got = model->forward(f.ids), exact = exact_model->forward(f.ids), ref = f.ref.tensor("logits");
   EXPECT_LE(max_abs_diff(got, exact), 1e-4);
   const double floor = max_abs_diff(exact, ref);
-  EXPECT_LE(max_abs_diff(got, ref), std::max(2e-2, floor + 1e-4)) << "rounding floor " << floor;
+  const double bound = dtype == DType::kF16 ? 2e-2 / 8 : 2e-2;
+  EXPECT_LE(max_abs_diff(got, ref), std::max(bound, floor + 1e-4)) << "rounding floor " << floor;
   const double loss = model->next_token_loss(f.ids).item(), exact_loss = exact_model->next_token_loss(f.ids).item();
   EXPECT_NEAR(loss, exact_loss, 1e-5 * std::fabs(exact_loss));
   // Decode: one cached row per step through the skinny-M kernels, against the exact full forward.
