@@ -23,8 +23,9 @@
 // for its B rows, so the roofline is B x bandwidth / weight bytes per step (roofline_pct compares the
 // steps/s), and achieved_GB/s counts the weights once per step.
 //
-// Model folders: --f32=DIR --bf16=DIR, or LATHE_BENCH_LLAMA1B_F32 / LATHE_BENCH_LLAMA1B_BF16 (written by
-// ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16); absent ones are skipped.
+// Model folders: --f32=DIR --bf16=DIR --f16=DIR, or LATHE_BENCH_LLAMA1B_F32 / _BF16 / _F16 (f32 and bf16
+// written by ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16; an F16 folder is any
+// checkpoint stored in F16, kept f16 in memory); absent ones are skipped.
 // The benchmark names say Llama1B whatever the folder holds (bench/summarize.py parses them); the label
 // names the CPU tier that ran (cpu=avx2 under LATHE_CPU=avx2). Prefill of P tokens: --prompt=P --new=2
 // (prefill_tok/s).
@@ -34,6 +35,7 @@
 #include "bench_defaults.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -181,7 +183,7 @@ class Probe {
 };
 
 struct Flags {
-  std::string f32_dir, bf16_dir;
+  std::string f32_dir, bf16_dir, f16_dir;
   std::vector<int> threads = {1, 2};
   std::vector<int> batch = {1};  // sequences decoding together
   int prompt = 16, new_tokens = 64;
@@ -208,6 +210,7 @@ std::vector<int> int_list(const std::string& v) {
 bool parse_flags(int argc, char** argv, Flags& f) {
   f.f32_dir = env_or("LATHE_BENCH_LLAMA1B_F32");
   f.bf16_dir = env_or("LATHE_BENCH_LLAMA1B_BF16");
+  f.f16_dir = env_or("LATHE_BENCH_LLAMA1B_F16");
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* key, std::string& out) {
@@ -217,7 +220,7 @@ bool parse_flags(int argc, char** argv, Flags& f) {
       return true;
     };
     std::string v;
-    if (value("f32", f.f32_dir) || value("bf16", f.bf16_dir)) continue;
+    if (value("f32", f.f32_dir) || value("bf16", f.bf16_dir) || value("f16", f.f16_dir)) continue;
     if (value("prompt", v)) { f.prompt = std::stoi(v); continue; }
     if (value("new", v)) { f.new_tokens = std::stoi(v); continue; }
     if (a == "--no_probe_benchmarks") { f.probe_benchmarks = false; continue; }
@@ -282,13 +285,15 @@ void register_probes(const std::shared_ptr<Probe>& probe, const std::vector<int>
 void register_decode(const std::string& label, const std::string& dir, const Flags& f,
                      const std::shared_ptr<Probe>& probe) {
   if (dir.empty()) {
+    std::string flag = label;  // F32 -> --f32
+    std::transform(flag.begin(), flag.end(), flag.begin(), [](unsigned char ch) { return std::tolower(ch); });
     std::fprintf(stderr, "decode_bench: skipping %s (no model folder: pass --%s=DIR or set LATHE_BENCH_LLAMA1B_%s)\n",
-                 label.c_str(), label == "F32" ? "f32" : "bf16", label.c_str());
+                 label.c_str(), flag.c_str(), label.c_str());
     return;
   }
   std::shared_ptr<Model> model;
   try {
-    model = Model::load(dir);  // weights keep their stored dtype (f32 or bf16), mapped in place
+    model = Model::load(dir);  // weights keep their stored dtype (f32, bf16 or f16), mapped in place
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_bench: skipping %s: cannot load %s: %s\n", label.c_str(), dir.c_str(), e.what());
     return;
@@ -365,6 +370,7 @@ int main(int argc, char** argv) {
   if (f.probe_benchmarks) register_probes(probe, f.threads, "before");
   register_decode("F32", f.f32_dir, f, probe);
   register_decode("BF16", f.bf16_dir, f, probe);
+  register_decode("F16", f.f16_dir, f, probe);
   if (f.probe_benchmarks) register_probes(probe, f.threads, "after");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -141,36 +141,65 @@ TEST_P(ModelParity, SaveRoundTripsBitForBit) {
   }
 }
 
-// bf16-stored weights. Two checks:
-// 1. The bf16 kernels (weights widened in registers, f32 activations) equal an exact f32 computation on
-//    the same bf16-rounded weights up to f32 reordering (1e-4, the f32 logits tolerance).
-// 2. Against the f32 reference: within the 2e-2, or within the error the rounded weights alone
-//    cause (measured by that exact f32 computation), whichever is larger. Rounding every weight to bf16
-//    moves tiny random models' logits by up to ~3e-2 (qwen3) and can flip a MoE top-k routing choice,
-//    which no kernel can undo; the note in docs/benchmarks.md gives the measured figures.
-TEST_P(ModelParity, Bf16WeightsStayCloseToReference) {
-  Fixture f = load_fixture(GetParam());
-  const std::string out = testing::scratch_dir("bf16_" + GetParam());
+// 16-bit stored weights (bf16, or f16: IEEE half). The fixture's weights rounded to the dtype and saved
+// as a checkpoint, loaded twice: as stored (2-D matrices stay 16-bit in memory, used in place; 1-D ones
+// are widened), and widened to f32 at load (force_f32), the exact f32 computation on the same rounded
+// values. Checks:
+// 1. The 16-bit kernels (weights widened in registers, f32 activations) equal that exact computation up
+//    to f32 reordering (1e-4, the f32 logits tolerance): the full forward (the blocked GEMM, M = 24), the
+//    cached forward one token at a time (the skinny-M decode kernels, M = 1) and the fused head's loss.
+// 2. Against the f32 reference: within the 2e-2 for bf16 (2e-2 / 8 for f16, whose rounding step is
+//    8x finer), or within the error the rounded weights alone cause (measured by that exact f32
+//    computation), whichever is larger. Rounding every weight to bf16 moves tiny random models' logits by
+//    up to ~3e-2 (qwen3; f16: ~4e-3) and can flip a MoE top-k routing choice, which no kernel can undo; the
+//    note in docs/benchmarks.md gives the measured figures.
+void check_16bit_weights(const std::string& name, DType dtype) {
+  Fixture f = load_fixture(name);
+  const std::string out = testing::scratch_dir(std::string(dtype_name(dtype)) + "_" + name);
   {
     SafetensorsFile src = SafetensorsFile::open(f.dir + "/model.safetensors");
     std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& e : src.entries()) tensors.push_back({e.name, src.tensor(e.name).to(DType::kBF16)});
+    for (const auto& e : src.entries()) tensors.push_back({e.name, src.tensor(e.name).to(dtype)});
     save_safetensors(out + "/model.safetensors", tensors);
     fs::copy_file(f.dir + "/config.json", out + "/config.json");
   }
-  auto bf16_model = Model::load(out);
+  auto model = Model::load(out);
   auto exact_model = Model::load(out, {.force_f32 = true});
-  bool any_bf16 = false;
-  bf16_model->for_each_param(
-      [&](const std::string&, const Tensor& t, ParamRole, int) { any_bf16 = any_bf16 || t.dtype() == DType::kBF16; });
-  EXPECT_TRUE(any_bf16 || bf16_model->config().n_experts > 0) << "bf16 matrices should stay bf16 in memory";
+  bool any_16bit = false;
+  model->for_each_param([&](const std::string& n, const Tensor& t, ParamRole, int) {
+    any_16bit = any_16bit || t.dtype() == dtype;
+    EXPECT_TRUE(t.dtype() == dtype || t.dtype() == DType::kF32) << n << ": " << dtype_name(t.dtype());
+    if (t.dim() == 2 && model->config().n_experts == 0) {
+      EXPECT_EQ(t.dtype(), dtype) << n << " should stay 16-bit";
+    }
+  });
+  EXPECT_TRUE(any_16bit || model->config().n_experts > 0) << "16-bit matrices should stay 16-bit in memory";
   NoGradGuard ng;
-  const Tensor got = bf16_model->forward(f.ids), exact = exact_model->forward(f.ids), ref = f.ref.tensor("logits");
+  const Tensor got = model->forward(f.ids), exact = exact_model->forward(f.ids), ref = f.ref.tensor("logits");
   EXPECT_LE(max_abs_diff(got, exact), 1e-4);
   const double floor = max_abs_diff(exact, ref);
-  EXPECT_LE(max_abs_diff(got, ref), std::max(2e-2, floor + 1e-4)) << "rounding floor " << floor;
-  RecordProperty("bf16_logits_max_abs_err_vs_f32_reference", std::to_string(max_abs_diff(got, ref)));
+  const double bound = dtype == DType::kF16 ? 2e-2 / 8 : 2e-2;
+  EXPECT_LE(max_abs_diff(got, ref), std::max(bound, floor + 1e-4)) << "rounding floor " << floor;
+  const double loss = model->next_token_loss(f.ids).item(), exact_loss = exact_model->next_token_loss(f.ids).item();
+  EXPECT_NEAR(loss, exact_loss, 1e-5 * std::fabs(exact_loss));
+  // Decode: one cached row per step through the skinny-M kernels, against the exact full forward.
+  Tensor row = f.ids.select(0, 0).contiguous();
+  const int64_t T = row.numel();
+  const Tensor full = exact_model->forward(row.view({1, T}));  // [1, T, V]
+  PagedKvStore store(paged_kv_store_config(model->config(), kv_blocks_for(T, kDefaultKvBlockSize)));
+  const KvSequence seq = store.allocate(T);
+  const std::span<const int32_t> ids(row.data<int32_t>(), static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const SequenceChunk chunk{.tokens = ids.subspan(t, 1), .start = t, .block_table = store.block_table(seq)};
+    const Tensor step = model->forward(cached_batch(store, {&chunk, 1}));  // [1, V]
+    EXPECT_LE(max_abs_diff(step.select(0, 0), full.select(1, t).select(0, 0)), 1e-4) << "position " << t;
+  }
+  ::testing::Test::RecordProperty(std::string(dtype_name(dtype)) + "_logits_max_abs_err_vs_f32_reference",
+                 std::to_string(max_abs_diff(got, ref)));
 }
+
+TEST_P(ModelParity, Bf16WeightsStayCloseToReference) { check_16bit_weights(GetParam(), DType::kBF16); }
+TEST_P(ModelParity, F16WeightsStayCloseToReference) { check_16bit_weights(GetParam(), DType::kF16); }
 
 // bf16 compute (mixed-precision training, specs/pretrain.md §2.4): bf16 matmul inputs and weight copies,
 // f32 masters. Loss and gradients stay within bf16 rounding of the f32 reference, every gradient lands

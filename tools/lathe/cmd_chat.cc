@@ -34,7 +34,7 @@ const CommandSpec& chat_spec() {
           {"--top-p", "P", "keep the smallest set reaching probability P, in (0, 1]; 1 = off (default: 1)"},
           {"--seed", "S", "sampling seed, >= 0 (default: 0)"},
           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
-          {"--f32", "", "widen bf16 weights to f32 at load"},
+          {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
       }};
   return spec;
 }

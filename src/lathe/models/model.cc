@@ -68,9 +68,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     Tensor src = ckpt.tensor(b.name);
     LATHE_CHECK_ARG(dtype_is_float(src.dtype()), ckpt.file_of(b.name), ": tensor '", b.name, "' has dtype ",
                     dtype_name(src.dtype()), "; weights must be F32, BF16 or F16");
-    // Widen what the kernels only take in f32: 1-D tensors, f16 and stacked experts (copied anyway).
-    if (opts.force_f32 || src.dtype() == DType::kF16 || src.dim() == 1 || m->cfg_.n_experts > 0)
-      src = src.to(DType::kF32);
+    // Widen what the kernels only take in f32: 1-D tensors and stacked experts (copied anyway). 2-D bf16
+    // and f16 matrices stay as stored, used in place from the map (every op reading a matrix takes them:
+    // linear, embedding, the chunked head).
+    if (opts.force_f32 || src.dim() == 1 || m->cfg_.n_experts > 0) src = src.to(DType::kF32);
     if (opts.writable && src.storage()->read_only) src = src.clone();
     try {
       b.load(src);

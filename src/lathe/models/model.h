@@ -19,8 +19,9 @@ namespace lathe {
 
 struct LoadOptions {
   // Convert every weight to f32 (training, or to compare against f32 references). Otherwise 2-D
-  // weights keep their stored dtype (f32 or bf16, used in place from the memory map; f16 is widened to
-  // f32) and 1-D tensors (norms, biases) are widened to f32.
+  // weights keep their stored dtype (f32, bf16 or f16, used in place from the memory map; inference only:
+  // a 16-bit weight takes no gradient) and 1-D tensors (norms, biases) and MoE models' weights are widened
+  // to f32.
   bool force_f32 = false;
   // Copy every weight into owned memory instead of using the read-only map in place (training updates
   // weights in place).

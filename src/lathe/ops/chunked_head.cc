@@ -13,14 +13,18 @@
 namespace lathe {
 namespace {
 
-// c[m, n] = a[m, k] · op(w) (+ beta·c) for w f32 or bf16 (the head weight [V, C], or the hidden states for
-// the head's dW); w_offset selects rows.
+// c[m, n] = a[m, k] · op(w) (+ beta·c) for w f32, bf16 or f16 (the head weight [V, C], or the hidden states
+// for the head's dW); w_offset selects rows.
 void gemm_head(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const Tensor& w, int64_t w_offset, int64_t ldb, float* c, int64_t ldc, float beta,
                const ThreadPool& pool = current_context().pool) {
   if (w.dtype() == DType::kBF16)
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a, lda, w.data<bf16>() + w_offset, ldb, c, ldc,
                                           1.f, beta},
+              pool);
+  else if (w.dtype() == DType::kF16)
+    cpu::gemm(cpu::GemmArgs<float, f16>{trans_a, trans_b, m, n, k, a, lda, w.data<f16>() + w_offset, ldb, c, ldc,
+                                         1.f, beta},
               pool);
   else
     cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a, lda, w.data<float>() + w_offset, ldb, c,
@@ -62,8 +66,9 @@ ChunkedHead make_chunked_head(const char* op, const Tensor& hidden_in, const Ten
                   "[", op, "] hidden must be f32 [N, C] (or bf16 with a bf16 weight), got ",
                   hidden_in.defined() ? shape_str(hidden_in.shape()) : "undefined");
   LATHE_CHECK_ARG(weight_in.defined() && weight_in.dim() == 2 && weight_in.size(1) == hidden_in.size(1) &&
-                      (weight_in.dtype() == DType::kF32 || weight_in.dtype() == DType::kBF16),
-                  "[", op, "] weight must be f32 or bf16 [V, ", hidden_in.size(1), "], got ",
+                      (weight_in.dtype() == DType::kF32 || weight_in.dtype() == DType::kBF16 ||
+                       weight_in.dtype() == DType::kF16),
+                  "[", op, "] weight must be f32, bf16 or f16 [V, ", hidden_in.size(1), "], got ",
                   weight_in.defined() ? shape_str(weight_in.shape()) : "undefined");
   LATHE_CHECK_ARG(opt.chunk_size > 0, "[", op, "] chunk_size must be > 0, got ", opt.chunk_size);
   LATHE_CHECK_ARG(opt.final_softcap >= 0.f, "[", op, "] final_softcap must be >= 0 (0: off), got ",

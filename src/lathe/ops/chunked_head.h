@@ -19,7 +19,7 @@ struct ChunkedHeadOptions {
 // A head's validated, contiguous inputs and its chunking.
 struct ChunkedHead {
   Tensor hidden;  // [N, C] f32, or bf16 with a bf16 weight (bf16 compute)
-  Tensor weight;  // [V, C] f32 or bf16
+  Tensor weight;  // [V, C] f32, bf16, or f16 (a 16-bit checkpoint's head; with an f32 hidden)
   int64_t n = 0, c = 0, v = 0;
   int64_t chunk = 1;  // vocabulary rows per chunk, <= max(V, 1)
   float cap = 0.f;    // final soft-cap; 0: off
@@ -31,7 +31,7 @@ struct ChunkedHead {
 ChunkedHead make_chunked_head(const char* op, const Tensor& hidden, const Tensor& weight,
                               const ChunkedHeadOptions& options, bool for_backward);
 
-// A bf16 weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight).
+// A 16-bit weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight).
 void check_chunked_head_weight_grad(const char* op, const Tensor& weight_in);
 
 // Row i's logits z [vc] of the chunk that starts at vocabulary row v0. Rows of one chunk run in

@@ -27,7 +27,7 @@ struct LinearCrossEntropyOptions {
 // cross_entropy(linear(hidden, weight), labels) fused: the vocabulary is walked in chunks with an online
 // log-sum-exp, so peak extra memory is one [N, chunk] block. hidden [N, C] f32; weight [V, C] f32 (or
 // bf16: no weight gradient unless it is a bf16_compute_weight copy; hidden may then be bf16 too, for bf16
-// compute); labels [N] i32 -> loss []. Backward recomputes each chunk's logits and accumulates dhidden
+// compute; or f16, a 16-bit checkpoint's head: no weight gradient); labels [N] i32 -> loss []. Backward recomputes each chunk's logits and accumulates dhidden
 // [N, C] and dweight [V, C] (f32) chunk by chunk.
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& labels,
                             const LinearCrossEntropyOptions& options = {});

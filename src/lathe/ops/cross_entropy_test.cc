@@ -182,6 +182,22 @@ TEST(LinearCrossEntropy, Bf16HeadGivesLossAndHiddenGradient) {
   EXPECT_THROW(linear_cross_entropy(h, wr, labels), InvalidArgument);
 }
 
+// A frozen f16 head (an f16 checkpoint's, e.g. tied to the embedding): the loss of the same values in f32,
+// through the chunked head's f16 GEMMs (forward and, for dhidden, backward), and no weight gradient.
+TEST(LinearCrossEntropy, F16HeadMatchesF32OnTheSameValues) {
+  const Tensor h = random_tensor({5, 8}, 1), w16 = random_tensor({21, 8}, 2).to(DType::kF16), w32 = w16.to(DType::kF32);
+  const Tensor labels = Tensor::from_data_i32({5}, {0, 20, 3, 3, 7});
+  Tensor h16 = h.clone().set_requires_grad(), h32 = h.clone().set_requires_grad();
+  Tensor loss16 = linear_cross_entropy(h16, w16, labels, {.chunk_size = 8});
+  Tensor loss32 = linear_cross_entropy(h32, w32, labels, {.chunk_size = 8});
+  EXPECT_NEAR(loss16.item(), loss32.item(), 1e-6 * std::fabs(loss32.item()));
+  backward(loss16);
+  backward(loss32);
+  const auto g = h16.grad().to_vector(), g_want = h32.grad().to_vector();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], g_want[i], 1e-6 * (1 + std::fabs(g_want[i]))) << i;
+  EXPECT_THROW(linear_cross_entropy(h, w16.clone().set_requires_grad(), labels), InvalidArgument);
+}
+
 TEST(LinearCrossEntropy, RejectsBadArguments) {
   Tensor h = Tensor::zeros({2, 4}), w = Tensor::zeros({6, 4});
   EXPECT_THROW(linear_cross_entropy(h, Tensor::zeros({6, 5}), Tensor::from_data_i32({2}, {0, 1})), InvalidArgument);

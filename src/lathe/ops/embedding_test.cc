@@ -21,13 +21,13 @@ std::vector<int32_t> random_ids(int64_t n, int32_t v, uint32_t seed) {
   return ids;
 }
 
-// A gather copies values: kernel and reference agree exactly, for f32 and bf16 weights.
+// A gather copies values: kernel and reference agree exactly, for f32, bf16 and f16 weights.
 TEST(Embedding, MatchesReferenceExactly) {
   const int64_t v = 11, c = 37;
   Tensor w = random_tensor({v, c}, 1);
   std::vector<int32_t> idv = random_ids(6, v, 2);
   Tensor ids = Tensor::from_data_i32({2, 3}, idv);
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     Tensor wt = w.to(dt);
     Tensor out = embedding(wt, ids);
     ASSERT_EQ(out.shape(), (Shape{2, 3, c}));
@@ -79,6 +79,11 @@ TEST(Embedding, ThreadedScatterAddMatchesReference) {
 
 TEST(Embedding, Bf16WeightRejectsGradients) {
   Tensor w = random_tensor({4, 3}, 1).to(DType::kBF16).set_requires_grad();
+  EXPECT_THROW(embedding(w, Tensor::from_data_i32({1}, {2})), InvalidArgument);
+}
+
+TEST(Embedding, F16WeightRejectsGradients) {
+  Tensor w = random_tensor({4, 3}, 1).to(DType::kF16).set_requires_grad();
   EXPECT_THROW(embedding(w, Tensor::from_data_i32({1}, {2})), InvalidArgument);
 }
 

@@ -9,8 +9,8 @@
 namespace lathe {
 namespace {
 
-// out[M, N] (=|+=) op(a)·op(b), all contiguous row-major: a and b f32, a f32 and b bf16, or both bf16
-// (bf16 compute); f32 accumulation in every case.
+// out[M, N] (=|+=) op(a)·op(b), all contiguous row-major: a and b f32, a f32 and b bf16 or f16 (16-bit
+// checkpoints), or both bf16 (bf16 compute); f32 accumulation in every case.
 void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
                float* out, float beta, const ThreadPool& pool = current_context().pool) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
@@ -22,6 +22,10 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   } else if (b.dtype() == DType::kBF16) {
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
                                           out, n, 1.f, beta},
+              pool);
+  } else if (b.dtype() == DType::kF16) {
+    cpu::gemm(cpu::GemmArgs<float, f16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<f16>(), ldb,
+                                         out, n, 1.f, beta},
               pool);
   } else {
     cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb,
@@ -35,9 +39,9 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 namespace {
 
 void check_linear_args(const Tensor& x_in, const Tensor& w, const Tensor& b) {
-  LATHE_CHECK_ARG(w.dim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16),
-                  "[linear] weight must be 2-D f32 or bf16, got ", shape_str(w.shape()), " ",
-                  dtype_name(w.dtype()));
+  const DType wt = w.dtype();
+  LATHE_CHECK_ARG(w.dim() == 2 && (wt == DType::kF32 || wt == DType::kBF16 || wt == DType::kF16),
+                  "[linear] weight must be 2-D f32, bf16 or f16, got ", shape_str(w.shape()), " ", dtype_name(wt));
   LATHE_CHECK_ARG(x_in.dtype() == DType::kF32 || (x_in.dtype() == DType::kBF16 && w.dtype() == DType::kBF16),
                   "[linear] input must be f32 (or bf16 with a bf16 weight), got ", dtype_name(x_in.dtype()),
                   " with a ", dtype_name(w.dtype()), " weight");
@@ -78,9 +82,11 @@ struct LinearJob {
     if (!needs_grad({&x_in, &w, &b})) return y;
     const bool want_x = x_in.requires_grad(), want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
     // A bf16 weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight), which
-    // takes the f32 dw on to the master; a bf16 leaf would need a bf16 gradient.
+    // takes the f32 dw on to the master; a bf16 or f16 leaf (a 16-bit checkpoint, inference only) would need
+    // a 16-bit gradient. dx through a 16-bit weight is fine.
     LATHE_CHECK_ARG(!want_w || w.dtype() == DType::kF32 || w.grad_fn(),
-                    "[linear] gradients need an f32 weight or a bf16 compute copy (bf16_compute_weight)");
+                    "[linear] gradients need an f32 weight or a bf16 compute copy (bf16_compute_weight), got a ",
+                    dtype_name(w.dtype()), " weight");
     Tensor xs = x.detach(), ws = wc.detach();  // bf16 in bf16 compute: half the saved bytes
     const int64_t n_ = n, in_ = in, out_ = out;
     record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {

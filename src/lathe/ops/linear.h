@@ -7,7 +7,8 @@
 
 namespace lathe {
 
-// y = x · wᵀ + b.  x [..., in] f32; w [out, in] f32 or bf16; b [out] or undefined -> y [..., out] f32.
+// y = x · wᵀ + b.  x [..., in] f32; w [out, in] f32, bf16 or f16 (16-bit checkpoints, widened exactly to f32
+// in the kernels; no weight gradient); b [out] or undefined -> y [..., out] f32.
 // bf16 compute (mixed-precision training): x and w both bf16 (to_bf16, bf16_compute_weight), f32
 // accumulation; the backward gives f32 dx = g·w and f32 dw = gᵀ·x, and keeps x in bf16.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());

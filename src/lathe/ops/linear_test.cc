@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "lathe/autograd/node.h"
 #include "lathe/base/context.h"
 #include "lathe/ops/elementwise.h"
@@ -96,6 +99,31 @@ TEST(Linear, Bf16WeightMatchesF32WithinRounding) {
   Tensor wb = w.to(DType::kBF16);
   auto y = linear(x, w).to_vector(), yb = linear(x, wb).to_vector();
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], yb[i], 64 * 4 * (1.0 / 256) * 3);
+}
+
+// An f16 weight (an f16 checkpoint, frozen) computes exactly what its values widened to f32 give, up to f32
+// summation order, through the skinny-M (M = 2) and blocked (M = 40) paths, with a bias; dx flows back
+// through it; a weight gradient is refused (it would need an f16 gradient).
+TEST(Linear, F16WeightMatchesF32OnTheSameValues) {
+  const Tensor w16 = random_tensor({9, 67}, 2).to(DType::kF16), w32 = w16.to(DType::kF32), b = random_tensor({9}, 3);
+  EXPECT_NE(w32.to_vector(), random_tensor({9, 67}, 2).to_vector()) << "the f16 weight must be rounded";
+  for (int64_t m : {2, 40}) {
+    Tensor x16 = random_tensor({m, 67}, 1).set_requires_grad(), x32 = x16.detach().clone().set_requires_grad();
+    const Tensor y16 = linear(x16, w16, b), y32 = linear(x32, w32, b);
+    const auto a = y16.to_vector(), e = y32.to_vector();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-5 * (1 + std::fabs(e[i]))) << "m=" << m << " " << i;
+    backward(y16, Tensor::full(y16.shape(), 1.f));
+    backward(y32, Tensor::full(y32.shape(), 1.f));
+    const auto dx = x16.grad().to_vector(), dx_want = x32.grad().to_vector();
+    for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], dx_want[i], 1e-5 * (1 + std::fabs(dx_want[i]))) << i;
+  }
+  Tensor leaf = w16.clone().set_requires_grad();
+  try {
+    linear(random_tensor({2, 67}, 1), leaf);
+    FAIL() << "an f16 weight that requires grad must be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("f16"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -31,8 +31,8 @@ struct TokenLogprobs {
 
 // token_logprobs(linear(hidden, weight), targets) fused, vocabulary-chunked with an online log-sum-exp
 // (as linear_cross_entropy: peak extra memory one [N, chunk] block), plus the optional entropy. hidden
-// [N, C] f32 (or bf16 with a bf16 weight: bf16 compute); weight [V, C] f32 or bf16 (a gradient only as a
-// bf16_compute_weight copy); targets [N] i32 in [0, V) or == ignore_index (else InvalidArgument).
+// [N, C] f32 (or bf16 with a bf16 weight: bf16 compute); weight [V, C] f32, bf16 or f16 (16-bit: a gradient only as a
+// bf16_compute_weight copy; f16 with an f32 hidden); targets [N] i32 in [0, V) or == ignore_index (else InvalidArgument).
 // Differentiable in hidden and weight through both outputs: one backward walk over the chunks with
 // dz_ij = g_i·([j == t_i] − p_ij) − gH_i·p_ij·(log p_ij + H_i), times 1 − (z_ij/cap)² under a cap.
 // Deterministic for a given thread count.

@@ -1,6 +1,7 @@
-// Element loads shared by the AVX2 tier's kernels (gemm_avx2.cc, gemv_avx2.cc): 8 consecutive f32 or
-// bf16 values as one f32 vector (bf16 is the top half of an f32: widen by a 16-bit shift), and the
-// scalar widening for tails. Only for files compiled for the AVX2 tier (see CMakeLists.txt).
+// Element loads shared by the AVX2 tier's kernels (gemm_avx2.cc, gemv_avx2.cc): 8 consecutive f32, bf16
+// or f16 values as one f32 vector (bf16 is the top half of an f32: widen by a 16-bit shift; f16 by F16C's
+// vcvtph2ps, exact for every f16 value, subnormals included), and the scalar widening for tails. Only for
+// files compiled for the AVX2 tier (see CMakeLists.txt).
 #pragma once
 
 #include <immintrin.h>
@@ -14,7 +15,11 @@ LATHE_AVX2 inline __m256 load_f32x8(const bf16* s) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
+LATHE_AVX2 inline __m256 load_f32x8(const f16* s) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+}
 inline float widen(float v) { return v; }
 inline float widen(bf16 v) { return bf16_to_f32(v); }
+LATHE_AVX2 inline float widen(f16 v) { return _cvtsh_ss(v.bits); }
 
 }  // namespace lathe::cpu::avx2

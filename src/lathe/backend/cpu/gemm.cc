@@ -23,7 +23,9 @@ GemmIsa gemm_max_supported_isa() {
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     return __builtin_cpu_supports("avx512bf16") ? GemmIsa::kAvx512Bf16 : GemmIsa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return GemmIsa::kAvx2;
+  // F16C (f16 weights) came with Ivy Bridge and Piledriver, before AVX2: every AVX2 CPU has it.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return GemmIsa::kAvx2;
 #endif
   return GemmIsa::kScalar;
 }
@@ -70,6 +72,7 @@ namespace {
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(bf16 v) { return bf16_to_f32(v); }
+inline float to_f32(f16 v) { return f16_to_f32(v); }
 inline uint16_t to_bits(bf16 v) { return v.bits; }
 
 
@@ -245,7 +248,8 @@ namespace {
 template <class T>
 PackTransposeFn<T> pack_t_for(const GemmKernels& kern) {
   if constexpr (std::is_same_v<T, float>) return kern.pack_t_f32;
-  else return kern.pack_t_bf16;
+  else if constexpr (std::is_same_v<T, bf16>) return kern.pack_t_bf16;
+  else return kern.pack_t_f16;
 }
 
 // Splits extent into equal blocks of at most max_block, rounded up to a multiple of unit (M = 1024 with a
@@ -354,9 +358,7 @@ void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Threa
       for (int64_t p = 0; p < g.k; ++p) x_copy[i * g.k + p] = to_f32(a.at(i, p));
     x = x_copy.get();
   }
-  GemvFn<TB> fn;
-  if constexpr (std::is_same_v<TB, float>) fn = g.trans_b ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
-  else fn = g.trans_b ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
+  const GemvFn<TB> fn = gemv_for<TB>(kern, g.trans_b);
   // One chunk per worker, 64-column aligned so no two workers write one cache line of y.
   const int64_t n = g.n;
   const int n_workers = g.k * n < (int64_t{1} << 16) ? 1 : pool.n_threads();
@@ -393,6 +395,9 @@ void gemm_with(const GemmKernels& kern, const GemmArgs<float, float>& args, cons
 void gemm_with(const GemmKernels& kern, const GemmArgs<float, bf16>& args, const ThreadPool& pool) {
   gemm_dispatch(kern, args, pool);
 }
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, f16>& args, const ThreadPool& pool) {
+  gemm_dispatch(kern, args, pool);
+}
 void gemm_with(const GemmKernels& kern, const GemmArgs<bf16, bf16>& args, const ThreadPool& pool) {
   gemm_dispatch(kern, args, pool);
 }
@@ -401,6 +406,9 @@ void gemm(const GemmArgs<float, float>& args, const ThreadPool& pool) {
   gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
 }
 void gemm(const GemmArgs<float, bf16>& args, const ThreadPool& pool) {
+  gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
+}
+void gemm(const GemmArgs<float, f16>& args, const ThreadPool& pool) {
   gemm_with(gemm_kernels_for(gemm_selected_isa()), args, pool);
 }
 void gemm(const GemmArgs<bf16, bf16>& args, const ThreadPool& pool) {

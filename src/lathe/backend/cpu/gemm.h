@@ -3,7 +3,7 @@
 // op(A) = A stored [M, K] (lda >= K), or with trans_a A stored [K, M] (lda >= M); likewise op(B) = B
 // stored [K, N], or with trans_b B stored [N, K] — the layout of a Linear weight [out, in].
 // beta == 0 means C is write-only (its old contents, even NaN, are ignored).
-// The fast paths are chosen at run time from the CPU's features (AVX-512 / AVX-512 BF16 / AVX2+FMA);
+// The fast paths are chosen at run time from the CPU's features (AVX-512 / AVX-512 BF16 / AVX2+FMA+F16C);
 // set LATHE_CPU=avx2 or LATHE_CPU=scalar to force a lower tier (used by tests).
 #pragma once
 
@@ -31,6 +31,8 @@ struct GemmArgs {
 void gemm(const GemmArgs<float, float>& args, const ThreadPool& pool);
 // f32 activations x bf16 weights (bf16 checkpoints): the decode / prefill path.
 void gemm(const GemmArgs<float, bf16>& args, const ThreadPool& pool);
+// f32 activations x f16 (IEEE half) weights (f16 checkpoints): the same path, f16 widened exactly to f32.
+void gemm(const GemmArgs<float, f16>& args, const ThreadPool& pool);
 // bf16 x bf16 (vdpbf16ps where the CPU has it).
 void gemm(const GemmArgs<bf16, bf16>& args, const ThreadPool& pool);
 

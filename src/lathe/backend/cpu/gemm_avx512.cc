@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "lathe/backend/cpu/avx512_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 
 namespace lathe::cpu {
@@ -133,13 +134,6 @@ LATHE_AVX512_BF16 void micro_bf16(int64_t kc2, const uint32_t* a, const uint32_t
   kTable[m - 1](kc2, a, b, c, ldc, n, alpha, beta);
 }
 
-// Loads 16 elements as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
-LATHE_AVX512 inline __m512 load_w(const float* w, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, w); }
-LATHE_AVX512 inline __m512 load_w(const bf16* w, __mmask16 mask) {
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 // ---- Transposing pack (A rows -> [kc][MR] panels; W [N, K] rows -> [kc][NR] panels). ----
 
 // In-register 16 x 16 transpose (unpack 32-bit, unpack 64-bit, then two 128-bit lane shuffles).
@@ -177,7 +171,7 @@ LATHE_AVX512 __attribute__((always_inline)) inline void transpose_block(const T*
   const __mmask16 k_mask = kFullK ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n_k) - 1);
   __m512 r[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = load_w(src + i * ld, i < n_rows ? k_mask : __mmask16(0));
+  for (int i = 0; i < 16; ++i) r[i] = avx512::load_f32x16(src + i * ld, i < n_rows ? k_mask : __mmask16(0));
   transpose16(r);
   if constexpr (kFullK) {
 #pragma GCC unroll 16
@@ -214,7 +208,9 @@ const GemmKernels& gemm_kernels_avx512() {
   static const GemmKernels k{.isa = GemmIsa::kAvx512, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
                              .gemv_nt_f32 = &gemv_nt_f32_avx512, .gemv_nn_f32 = &gemv_nn_f32_avx512,
                              .gemv_nt_bf16 = &gemv_nt_bf16_avx512, .gemv_nn_bf16 = &gemv_nn_bf16_avx512,
-                             .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>};
+                             .gemv_nt_f16 = &gemv_nt_f16_avx512, .gemv_nn_f16 = &gemv_nn_f16_avx512,
+                             .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>,
+                             .pack_t_f16 = &pack_transpose<f16>};
   return k;
 }
 

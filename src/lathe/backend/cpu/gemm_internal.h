@@ -1,10 +1,12 @@
 // Internals of the CPU gemm shared by the dispatcher (gemm.cc), the per-ISA micro-kernels
 // (gemm_avx512.cc, gemm_avx2.cc, gemm_scalar.cc) and the tests, which force each tier in turn.
 // Packed layouts (Goto/BLIS): an A micro-panel is [kc][MR] (k-major, MR rows side by side, zero-padded),
-// a B micro-panel is [kc][NR]; for bf16 pairs (vdpbf16ps) A is [kc/2][MR] u32 and B is [kc/2][NR][2] bf16.
+// a B micro-panel is [kc][NR], both f32 whatever the stored type (bf16 and f16 widen while packing); for
+// bf16 pairs (vdpbf16ps) A is [kc/2][MR] u32 and B is [kc/2][NR][2] bf16.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "lathe/backend/cpu/cache_info.h"
 #include "lathe/backend/cpu/gemm.h"
@@ -13,8 +15,9 @@
 // whatever the build's -march; the dispatcher calls them only where the CPU has it.
 #define LATHE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define LATHE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
-// The AVX2 + FMA tier's kernels (gemm_avx2.cc, gemv_avx2.cc), likewise.
-#define LATHE_AVX2 __attribute__((target("avx2,fma")))
+// The AVX2 + FMA tier's kernels (gemm_avx2.cc, gemv_avx2.cc), likewise; with F16C (vcvtph2ps, f16 weights),
+// which every AVX2 CPU has and the dispatcher checks.
+#define LATHE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace lathe::cpu {
 
@@ -41,8 +44,8 @@ inline constexpr int kGemvMaxM = 16;
 inline constexpr int kGemvGroup = 4;
 
 // The AVX-512 tier's skinny-M kernels (gemv_avx512.cc): "nt" sums 4 W rows at once with the next 4 rows
-// prefetched, one 64-byte line of each row per step (16 f32, or 32 bf16 widened by shifts); "nn" keeps a
-// column chunk of the sums in L1.
+// prefetched, one 64-byte line of each row per step (16 f32, 32 bf16 widened by shifts, or 32 f16 widened by
+// vcvtph2ps); "nn" keeps a column chunk of the sums in L1.
 void gemv_nt_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
 void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
@@ -51,9 +54,13 @@ void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_
                          float* y, int64_t ldy, float alpha, float beta);
 void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                          float* y, int64_t ldy, float alpha, float beta);
+void gemv_nt_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
+                        float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX2 tier's skinny-M kernels (gemv_avx2.cc): 4 W rows summed at once with the next block of rows
-// prefetched, bf16 widened by shifts; "nn" keeps a column chunk of the sums in L1.
+// prefetched, bf16 widened by shifts, f16 by vcvtph2ps; "nn" keeps a column chunk of the sums in L1.
 void gemv_nt_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
                       float* y, int64_t ldy, float alpha, float beta);
 void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
@@ -62,6 +69,10 @@ void gemv_nt_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t 
                        float* y, int64_t ldy, float alpha, float beta);
 void gemv_nn_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                        float* y, int64_t ldy, float alpha, float beta);
+void gemv_nt_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
+                      float* y, int64_t ldy, float alpha, float beta);
+void gemv_nn_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
+                      float* y, int64_t ldy, float alpha, float beta);
 
 // Transposing pack: dst[p * stride + r] = src[r * ld + p] for r < rows, p < kc, and 0 for rows <= r <
 // stride (stride = MR or NR). Packs A when not trans_a, and a Linear weight B [N, K] when trans_b.
@@ -76,9 +87,19 @@ struct GemmKernels {
   MicroKernelBf16 dot_bf16 = nullptr;
   GemvFn<float> gemv_nt_f32, gemv_nn_f32;
   GemvFn<bf16> gemv_nt_bf16, gemv_nn_bf16;
+  GemvFn<f16> gemv_nt_f16, gemv_nn_f16;
   PackTransposeFn<float> pack_t_f32 = nullptr;  // nullptr: the portable loop in gemm.cc
   PackTransposeFn<bf16> pack_t_bf16 = nullptr;
+  PackTransposeFn<f16> pack_t_f16 = nullptr;
 };
+
+// The tier's skinny-M kernel for weight type TW ("nt": W [N, K]; else W [K, N]).
+template <class TW>
+GemvFn<TW> gemv_for(const GemmKernels& kern, bool nt) {
+  if constexpr (std::is_same_v<TW, float>) return nt ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
+  else if constexpr (std::is_same_v<TW, bf16>) return nt ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
+  else return nt ? kern.gemv_nt_f16 : kern.gemv_nn_f16;
+}
 
 // Per-tier tables (defined in gemm_<isa>.cc); the AVX ones are only valid where the CPU has the ISA.
 const GemmKernels& gemm_kernels_scalar();
@@ -102,6 +123,7 @@ GemmBlocking gemm_blocking_for(const CacheInfo& caches, int mr, int nr);
 // The drivers with an explicit tier (the public gemm() passes gemm_selected_isa()).
 void gemm_with(const GemmKernels& kern, const GemmArgs<float, float>& args, const ThreadPool& pool);
 void gemm_with(const GemmKernels& kern, const GemmArgs<float, bf16>& args, const ThreadPool& pool);
+void gemm_with(const GemmKernels& kern, const GemmArgs<float, f16>& args, const ThreadPool& pool);
 void gemm_with(const GemmKernels& kern, const GemmArgs<bf16, bf16>& args, const ThreadPool& pool);
 
 }  // namespace lathe::cpu

@@ -24,6 +24,7 @@ void micro_f32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(bf16 v) { return bf16_to_f32(v); }
+inline float to_f32(f16 v) { return f16_to_f32(v); }
 
 template <class TW>
 void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
@@ -55,7 +56,8 @@ void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t
 const GemmKernels& gemm_kernels_scalar() {
   static const GemmKernels k{.isa = GemmIsa::kScalar, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
                              .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
-                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>};
+                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>,
+                             .gemv_nt_f16 = &gemv_nt<f16>, .gemv_nn_f16 = &gemv_nn<f16>};
   return k;
 }
 

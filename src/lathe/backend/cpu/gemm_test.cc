@@ -1,6 +1,6 @@
 // Tests of the CPU gemm against the scalar reference (ref/gemm.h) on every instruction tier this CPU can
 // run: all transpose combinations, odd sizes, padded leading dimensions, alpha/beta, skinny M (GEMV)
-// and the three dtype pairs, each with 1 and 2 threads.
+// and the four dtype pairs (f32 x f32, f32 x bf16, f32 x f16, bf16 x bf16), each with 1 and 2 threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,11 +34,13 @@ const Shape kShapes[] = {
 
 inline float to_float(float v) { return v; }
 inline float to_float(bf16 v) { return bf16_to_f32(v); }
+inline float to_float(f16 v) { return f16_to_f32(v); }
 
 template <class T>
 T from_float(float v) {
   if constexpr (std::is_same_v<T, float>) return v;
-  else return f32_to_bf16(v);
+  else if constexpr (std::is_same_v<T, bf16>) return f32_to_bf16(v);
+  else return f32_to_f16(v);
 }
 
 // rows x cols matrix stored with a padded leading dimension (ld = cols + pad), values in [-1, 1].
@@ -136,6 +138,7 @@ class GemmTierTest : public ::testing::TestWithParam<GemmIsa> {
 
 TEST_P(GemmTierTest, F32xF32) { run_all<float, float>(false); }
 TEST_P(GemmTierTest, F32xBf16) { run_all<float, bf16>(true); }
+TEST_P(GemmTierTest, F32xF16) { run_all<float, f16>(true); }
 TEST_P(GemmTierTest, Bf16xBf16) { run_all<bf16, bf16>(true); }
 
 // The skinny-M kernels called directly: M = 1..kGemvMaxM, K around the 16/32-wide vector blocks (odd K leaves a
@@ -152,9 +155,7 @@ void check_gemv(const GemmKernels& kern, bool nt, int m, int64_t n, int64_t k, i
   std::vector<float> expect = y;
   ref::gemm(false, nt, m, n, k, alpha, x.data(), k, w.data(), ldw, beta, expect.data(), ldy,
             [](auto v) { return to_float(v); });
-  GemvFn<TW> fn;
-  if constexpr (std::is_same_v<TW, float>) fn = nt ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
-  else fn = nt ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
+  const GemvFn<TW> fn = gemv_for<TW>(kern, nt);
   const std::vector<float> before = y;
   fn(m, k, x.data(), w.data(), ldw, j0, j1, y.data(), ldy, alpha, beta);
   // f32 products of exact inputs summed in f32 in any order: same bound as check() above.
@@ -185,6 +186,7 @@ TEST_P(GemmTierTest, GemvKernels) {
             const float beta = (seed & 1) ? 0.f : 0.5f;
             check_gemv<float>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
             check_gemv<bf16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+            check_gemv<f16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
             if (HasFatalFailure()) return;
           }
 }
@@ -225,6 +227,7 @@ TEST_P(GemmTierTest, SkinnyRowsIndependentOfBatch) {
   for (bool trans_b : {true, false}) {
     check_rows_independent<float, float>(kernels(), trans_b, seed++);
     check_rows_independent<float, bf16>(kernels(), trans_b, seed++);
+    check_rows_independent<float, f16>(kernels(), trans_b, seed++);
     check_rows_independent<bf16, bf16>(kernels(), trans_b, seed++);
     if (HasFatalFailure()) return;
   }
@@ -254,6 +257,41 @@ TEST_P(GemmTierTest, LargeShapes) {
                         Case{.trans_a = r.trans_a, .trans_b = r.trans_b, .pad = 1, .alpha = 1.f, .beta = 0.5f},
                         r.n_threads, seed++);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Every finite f16 value (subnormals, signed zeros and 65504 included: 63488 bit patterns) widens exactly,
+// on each path that reads f16 weights: the skinny-M kernels of both layouts (M = 16) and the blocked
+// path's packers (M = 32, both layouts of B). A = identity picks one weight per output, C[i, j] =
+// op(B)[i, j]: the sum of one exact product and zeros, so every output must equal the f16 value exactly.
+// (Random values in [-1, 1] never reach the subnormal or the large exponents.)
+TEST_P(GemmTierTest, F16WidensEveryFiniteValueExactly) {
+  std::vector<f16> values;
+  for (uint32_t bits = 0; bits < 0x10000; ++bits)
+    if (((bits >> 10) & 0x1f) != 0x1f) values.push_back(f16{static_cast<uint16_t>(bits)});
+  ASSERT_EQ(values.size(), 63488u);
+  ThreadPool pool(2);
+  for (int64_t k : {int64_t{16}, int64_t{32}}) {  // 16: skinny M; 32: blocked
+    const int64_t n = static_cast<int64_t>(values.size()) / k;
+    std::vector<float> eye(static_cast<size_t>(k * k), 0.f);
+    for (int64_t i = 0; i < k; ++i) eye[i * k + i] = 1.f;
+    for (bool trans_b : {true, false}) {
+      // op(B) [k, n]: element (p, j) is values[p * n + j]; stored [n, k] with trans_b.
+      std::vector<f16> b(values.size());
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < n; ++j) b[trans_b ? j * k + p : p * n + j] = values[p * n + j];
+      std::vector<float> c(static_cast<size_t>(k * n));
+      gemm_with(kernels(),
+                GemmArgs<float, f16>{.trans_b = trans_b, .m = k, .n = n, .k = k, .a = eye.data(), .lda = k,
+                                     .b = b.data(), .ldb = trans_b ? k : n, .c = c.data(), .ldc = n},
+                pool);
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < n; ++j) {
+          const f16 v = values[p * n + j];
+          ASSERT_EQ(c[p * n + j], f16_to_f32(v)) << "f16 bits 0x" << std::hex << v.bits << std::dec << " m=" << k
+                                                 << " trans_b=" << trans_b;
+        }
+    }
   }
 }
 

@@ -6,11 +6,13 @@
 //  - bf16 weights widen with shifts: a 32-byte load holds 16 bf16, i.e. 8 (even, odd) pairs per 32-bit
 //    lane; `<< 16` gives the even weights as f32 and `& 0xffff0000` the odd ones, so x is reordered once per
 //    call to match (per 16 columns: the 8 even entries, then the 8 odd ones). Two ALU ops per 16 weights.
+//  - f16 weights widen with F16C's vcvtph2ps (8 at a time, in order, exact): x is used as given.
 //  - m > kGroup: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of W (and of x)
 //    stays in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip through
 //    `sums` exactly, so the result is bit for bit that of one pass over K.
-// Every output is one 8-lane accumulator summed over k in increasing steps (the last step zero padded),
-// then reduced in a fixed order: the result does not depend on m, on the tile shape nor on [j0, j1).
+// One step is 32 bytes of each W row (8 f32, 16 bf16 or 16 f16). Every output is one 8-lane accumulator
+// summed over k in increasing steps (the last step zero padded), then reduced in a fixed order: the result
+// does not depend on m, on the tile shape nor on [j0, j1).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -30,21 +32,26 @@ constexpr int kJb = 8;          // W rows per block (the prefetch runs one block
 constexpr int64_t kKc = 256;    // K chunk of the tiled path (m > kGroup): 8 rows x 256 x 4 B = 8 KiB of W
 constexpr int64_t kLine = 64;   // bytes per cache line (one prefetch per line and row)
 
-// Elements of W per step: 8 f32 (one ymm), or 16 bf16 (one 32-byte load, two ymm of f32).
+// Elements of W per step: 32 bytes of a row, i.e. 8 f32 (one ymm), or 16 bf16 / f16 (two ymm of f32).
 template <class TW>
-constexpr int64_t kStep = std::is_same_v<TW, float> ? 8 : 16;
+constexpr int64_t kStep = 32 / static_cast<int64_t>(sizeof(TW));
 
 // acc[i][r] += x_i · W[row r] over one step; x rows ldx apart, W rows ldw apart (at the step's column).
-template <int G, int R>
-LATHE_AVX2 inline void dot_step(const float* x, int64_t ldx, const float* w, int64_t ldw, __m256 (&acc)[G][R]) {
-  __m256 xv[G];
+// f32 and f16 (x in column order, W widened 8 at a time by load_f32x8; f16: two halves).
+template <int G, int R, class TW>
+  requires(!std::is_same_v<TW, bf16>)
+LATHE_AVX2 inline void dot_step(const float* x, int64_t ldx, const TW* w, int64_t ldw, __m256 (&acc)[G][R]) {
+#pragma GCC unroll 2
+  for (int64_t h = 0; h < kStep<TW>; h += 8) {
+    __m256 xv[G];
 #pragma GCC unroll 4
-  for (int i = 0; i < G; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx);
+    for (int i = 0; i < G; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + h);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    const __m256 wv = _mm256_loadu_ps(w + r * ldw);
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = avx2::load_f32x8(w + r * ldw + h);
 #pragma GCC unroll 4
-    for (int i = 0; i < G; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
+      for (int i = 0; i < G; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
+    }
   }
 }
 
@@ -69,7 +76,8 @@ LATHE_AVX2 inline void dot_step(const float* x, int64_t ldx, const bf16* w, int6
 }
 
 // The last, partial step (k - p < kStep columns left): W and x copied into zero-padded buffers, then the
-// same dot_step. x of bf16 weights is already zero padded to a whole step (the reordered copy).
+// same dot_step. x of bf16 weights is already zero padded to a whole step (the reordered copy); x of f32
+// and f16 weights is the caller's.
 template <class TW, int G, int R>
 LATHE_AVX2 void dot_tail(const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t left, __m256 (&acc)[G][R]) {
   constexpr int64_t S = kStep<TW>;
@@ -78,7 +86,7 @@ LATHE_AVX2 void dot_tail(const float* x, int64_t ldx, const TW* w, int64_t ldw, 
   std::memset(static_cast<void*>(wt), 0, sizeof(wt));
   std::memset(xt, 0, sizeof(xt));
   for (int r = 0; r < R; ++r) std::memcpy(wt[r], w + r * ldw, static_cast<size_t>(left) * sizeof(TW));
-  const int64_t x_valid = std::is_same_v<TW, float> ? left : S;
+  const int64_t x_valid = std::is_same_v<TW, bf16> ? S : left;
   for (int i = 0; i < G; ++i) std::memcpy(xt[i], x + i * ldx, static_cast<size_t>(x_valid) * sizeof(float));
   dot_step<G, R>(&xt[0][0], S, &wt[0][0], S, acc);
 }
@@ -231,6 +239,11 @@ LATHE_AVX2 void gemv_nt_bf16_avx2(int m, int64_t k, const float* x, const bf16* 
   gemv_nt_blocks<bf16>(m, k, buffer.get(), kp, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
+LATHE_AVX2 void gemv_nt_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
+                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nt_blocks<f16>(m, k, x, k, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
 LATHE_AVX2 void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
                                  int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nn<float>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
@@ -239,6 +252,11 @@ LATHE_AVX2 void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* 
 LATHE_AVX2 void gemv_nn_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
                                   int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nn<bf16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
+LATHE_AVX2 void gemv_nn_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
+                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nn<f16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace lathe::cpu

@@ -7,14 +7,14 @@
 //  - one step is one 64-byte line of each W row: 16 f32, or 32 bf16 widened at one ALU op per 16 weights:
 //    a 64-byte load holds 16 (even, odd) pairs per 32-bit lane; `<< 16` gives the even weights as f32 and
 //    `& 0xffff0000` the odd ones, so x is reordered once per call to match (per 32 columns: the 16 even
-//    entries, then the 16 odd ones);
+//    entries, then the 16 odd ones); 32 f16 widen with vcvtph2ps, 16 at a time and in order (x as given);
 //  - m > kGemvGroup: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and
 //    of W stays in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip
 //    through `sums` exactly, so the result is bit for bit that of one pass over K;
 //  - "nn" (W [K, N]) keeps a column chunk of the sums in L1 while W rows stream contiguously.
 // Every "nt" output is one 16-lane accumulator summed over k in increasing steps (the last one masked),
 // then reduced by _mm512_reduce_add_ps: the result does not depend on m, on the tile shape nor on [j0, j1).
-// Products and sums stay in f32 (bf16 -> f32 is exact).
+// Products and sums stay in f32 (bf16 -> f32 and f16 -> f32 are exact).
 // GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
 // (GCC PR 105593, fixed in 13); the warning is spurious.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -29,6 +29,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "lathe/backend/cpu/avx512_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 
 namespace lathe::cpu {
@@ -41,7 +42,7 @@ constexpr int64_t kKc = 256;   // K chunk of the tiled path: a multiple of both 
 // Columns of k per step: one 64-byte line of a W row.
 template <class TW>
 constexpr int64_t kStep = 64 / static_cast<int64_t>(sizeof(TW));
-// Lane mask of one step's W load: 16 f32 or 32 bf16.
+// Lane mask of one step's W load: 16 f32, or 32 bf16 / f16.
 template <class TW>
 using StepMask = std::conditional_t<std::is_same_v<TW, float>, __mmask16, __mmask32>;
 
@@ -55,18 +56,24 @@ LATHE_AVX512 inline void store_y(float* y, float v, float alpha, float beta) {
 }
 
 // acc[i][r] += x_i · W[row r] over one step; x rows ldx apart, W rows ldw apart (both at the step's
-// column). f32: x is the caller's (masked like W); bf16: x is the reordered, zero-padded, aligned copy.
-template <int M, int R>
-LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const float* w, int64_t ldw, __mmask16 mask,
+// column). f32 and f16: x is the caller's, in column order (masked like W), W widened 16 at a time by
+// load_f32x16 (f16: two halves); bf16 (below): x is the reordered, zero-padded, aligned copy.
+template <int M, int R, class TW>
+  requires(!std::is_same_v<TW, bf16>)
+LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const TW* w, int64_t ldw, StepMask<TW> mask,
                                   __m512 (&acc)[M][R]) {
-  __m512 xv[M];
+#pragma GCC unroll 2
+  for (int64_t h = 0; h < kStep<TW>; h += 16) {
+    const __mmask16 part = static_cast<__mmask16>(mask >> h);
+    __m512 xv[M];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, x + i * ldx);
+    for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(part, x + i * ldx + h);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    const __m512 wv = _mm512_maskz_loadu_ps(mask, w + r * ldw);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = avx512::load_f32x16(w + r * ldw + h, part);
 #pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
+      for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
+    }
   }
 }
 
@@ -224,13 +231,6 @@ void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
 // an L1 buffer (at most 16 KiB) so each W row is read as one contiguous run (the hardware prefetcher
 // follows it). Each sum adds its products in p order, so the chunk width does not change results.
 
-// 16 weights as f32: plain load, or bf16 widened by a 16-bit shift (bf16 is the top half of an f32).
-LATHE_AVX512 inline __m512 load_w16(const float* w, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, w); }
-LATHE_AVX512 inline __m512 load_w16(const bf16* w, __mmask16 mask) {
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 template <class TW, int M>
 LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
                             int64_t ldy, float alpha, float beta) {
@@ -247,7 +247,7 @@ LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw,
       for (int64_t v = 0; v < nc; v += 16) {
         const int rem = static_cast<int>(nc - v);
         const __mmask16 mask = rem >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
-        const __m512 wv = load_w16(wr + v, mask);
+        const __m512 wv = avx512::load_f32x16(wr + v, mask);
         for (int i = 0; i < M; ++i)
           _mm512_store_ps(&sums[i][v], _mm512_fmadd_ps(xv[i], wv, _mm512_load_ps(&sums[i][v])));
       }
@@ -294,6 +294,11 @@ LATHE_AVX512 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf
   gemv_nt<bf16>(m, k, xd, kp, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
+LATHE_AVX512 void gemv_nt_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
+                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nt<f16>(m, k, x, k, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
 LATHE_AVX512 void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
                                      int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nn<float>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
@@ -302,6 +307,11 @@ LATHE_AVX512 void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const flo
 LATHE_AVX512 void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
                                       int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nn<bf16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
+}
+
+LATHE_AVX512 void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
+                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  gemv_nn<f16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace lathe::cpu
