@@ -403,7 +403,7 @@ TEST(Scheduler, RejectsBadRequestsAndConfigs) {
   // Reserving output: a request whose prompt and max_tokens outgrow the pool is refused up front.
   KvCacheManager small = make_kv(10);
   Scheduler r(make_config({.max_model_len = 36}), small);
-  EXPECT_THROW(r.add_request(make_request(1, 20, 16)), InvalidArgument);  // 5 + 4 blocks > 10 - 1
+  EXPECT_THROW(r.add_request(make_request(1, 21, 16)), InvalidArgument);  // 6 + ceil(15 / 4) blocks > 10 - 1
   r.add_request(make_request(2, 16, 16));                                 // 4 + 4 blocks fit
 }
 
@@ -414,6 +414,12 @@ TEST(Scheduler, StepsMustAlternate) {
   const SchedulerOutput out = s.schedule();
   EXPECT_THROW(s.schedule(), InvalidArgument);
   EXPECT_THROW(s.update_from_output(out, {}), InvalidArgument);  // the full prompt needs a sampled token
+  ModelRunnerOutput stray;
+  stray.sampled[999] = 5;
+  stray.sampled[out.num_scheduled_tokens.begin()->first] = 5;
+  EXPECT_THROW(s.update_from_output(out, stray), InvalidArgument);  // a token for an unscheduled sequence
+  FakeRunner runner(kP);
+  EXPECT_EQ(s.update_from_output(out, runner.execute(out)).size(), 1u);  // the step survived both refusals
 }
 
 }  // namespace
