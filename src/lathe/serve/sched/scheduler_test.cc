@@ -166,7 +166,9 @@ TEST(Scheduler, PreemptionRecomputesTheNewestAndItStillFinishesTheSame) {
   add_growing_load(s);
   FakeRunner runner(kP);
   RunResults results;
-  while (s.has_unfinished()) {
+  for (uint64_t step = 0; s.has_unfinished(); ++step) {
+    // A stream of one-token requests, so there is always someone to admit when a step preempts.
+    if (step < 40) s.add_request(make_request(100 + step, 1, 1));
     // The sequence preemption must pick: the newest running one when the step starts.
     const std::vector<uint64_t> running_before(s.running_ids().begin(), s.running_ids().end());
     const SchedulerOutput out = s.schedule();
