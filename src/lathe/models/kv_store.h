@@ -49,6 +49,11 @@ class KvStore {
   virtual std::span<const int32_t> block_table(KvSequence seq) const = 0;
   virtual int block_size() const = 0;         // P
   virtual int64_t capacity_tokens() const = 0;  // all blocks · P
+  // Block ids are [0, n_blocks()). attention() reads whichever blocks ForwardBatch::block_tables name,
+  // so a block manager outside the store (serve/kv_cache_manager.h: ref counts, shared prefix blocks)
+  // may own which ids each sequence uses instead of allocate / free; one store is driven one way or the
+  // other, never both at once.
+  int64_t n_blocks() const { return capacity_tokens() / block_size(); }
   virtual int64_t free_tokens() const = 0;      // free blocks · P
 
   // One layer's attention for a whole batch. First writes every row's k and v into its slot (its
