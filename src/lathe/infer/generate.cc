@@ -5,9 +5,28 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
+#include "lathe/infer/sampler.h"
 #include "lathe/models/paged_kv_store.h"
 
 namespace lathe {
+
+void check_sampling_options(const SamplingOptions& opts) {
+  // top_k < 0 is an error here (SamplingParams reads -1 as off; generate's flag has one spelling of off).
+  LATHE_CHECK_ARG(opts.top_k >= 0, "[sample] top_k must be >= 0 (0: off), got ", opts.top_k);
+  check_sampling_params(to_sampling_params(opts, 1), 1);
+}
+
+SamplingParams to_sampling_params(const SamplingOptions& opts, int max_tokens) {
+  return {.temperature = opts.temperature,
+          .top_k = opts.top_k,
+          .top_p = opts.top_p,
+          .min_p = opts.min_p,
+          .presence_penalty = opts.presence_penalty,
+          .frequency_penalty = opts.frequency_penalty,
+          .repetition_penalty = opts.repetition_penalty,
+          .max_tokens = max_tokens,
+          .seed = opts.seed};
+}
 
 GenerateResult generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   return generate_batch(model, {prompt}, opts)[0];
@@ -20,9 +39,8 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
   LATHE_CHECK_ARG(opts.min_new_tokens >= 0, "[generate] min_new_tokens must be >= 0, got ", opts.min_new_tokens);
   LATHE_CHECK_ARG(!opts.on_token || prompts.size() == 1, "[generate] on_token streams one prompt, got ",
                   prompts.size());
+  check_sampling_options(opts.sampling);
   const ModelConfig& c = model.config();
-  std::vector<Sampler> samplers;  // checks the sampling options before any work
-  for (size_t s = 0; s < prompts.size(); ++s) samplers.emplace_back(opts.sampling);
   // Positions the store holds per sequence: the prompt and every sampled token but the last, which is
   // never fed back.
   std::vector<int64_t> n_fed;
@@ -37,9 +55,16 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
     n_fed.push_back(n);
     n_blocks += kv_blocks_for(n, kDefaultKvBlockSize);
   }
+  // Stop tokens and min_new_tokens stay generate's own (a stop token is ignored, not masked, below
+  // min_new_tokens, so greedy runs match the fixtures' ids); the sampler gets no min_tokens.
+  const SamplingParams params = to_sampling_params(opts.sampling, std::max(1, opts.max_new_tokens));
+  std::vector<SamplingState> states;
+  for (const std::vector<int32_t>& prompt : prompts)
+    states.emplace_back(params, SamplingStateOptions{.prompt = prompt, .seed = *params.seed, .vocab = c.vocab_size});
+  Sampler sampler(c.vocab_size);
   NoGradGuard no_grad;
   PagedKvStore store(paged_kv_store_config(c, n_blocks));
-  const int64_t S = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
+  const int64_t S = static_cast<int64_t>(prompts.size());
   std::vector<GenerateResult> r(S);
   std::vector<KvSequence> seqs;
   std::vector<SequenceChunk> chunks;  // this step's rows: the prompts, then one token per live sequence
@@ -57,12 +82,17 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
   Tensor logits = model.forward(cached_batch(store, chunks));  // [S, V]: each prompt's last row
   const double prefill = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
+  std::vector<SamplingState*> rows;  // rows[j]: the state of logits row j
+  std::vector<SampledToken> sampled(static_cast<size_t>(S));
   for (int i = 0; i < opts.max_new_tokens && !live.empty(); ++i) {
     if (opts.cancel && opts.cancel->load(std::memory_order_relaxed)) break;
+    rows.clear();
+    for (const int64_t s : live) rows.push_back(&states[s]);
+    sampler.sample(logits.data<float>(), rows, std::span(sampled).first(live.size()));
     std::vector<int64_t> next_live;
     for (size_t j = 0; j < live.size(); ++j) {
       const int64_t s = live[j];
-      const int32_t next = samplers[s].sample(logits.data<float>() + static_cast<int64_t>(j) * V, V);
+      const int32_t next = sampled[j].token;
       r[s].tokens.push_back(next);
       if (opts.on_token) opts.on_token(next);
       const bool stop = i + 1 >= opts.min_new_tokens && std::find(opts.stop_token_ids.begin(),

