@@ -23,7 +23,7 @@ namespace {
 constexpr int kBlockSize = 4;  // small blocks: the fixtures' 12-token prompts span several
 constexpr int kNewTokens = 10;
 
-struct Run {
+struct ManagedRun {
   std::vector<std::vector<int32_t>> tokens;  // per request: prompt + kNewTokens greedy tokens
   std::vector<int64_t> hit_tokens;           // per request: tokens its prefix hit saved
   std::vector<std::vector<int32_t>> first_tables;  // per request: its block table at admission
@@ -32,11 +32,11 @@ struct Run {
 // The requests decoded together, one step per token, as the engine's loop drives the manager:
 // admission with a prefix lookup, room for each step's tokens, the forward over the block tables,
 // commits of the blocks the step filled; freed at the end.
-Run generate_with_manager(const Model& model, PagedKvStore& store, KvCacheManager& kv,
+ManagedRun generate_with_manager(const Model& model, PagedKvStore& store, KvCacheManager& kv,
                           const std::vector<std::vector<int32_t>>& prompts, uint64_t first_id) {
   NoGradGuard no_grad;
   const int64_t S = static_cast<int64_t>(prompts.size()), V = model.config().vocab_size;
-  Run run;
+  ManagedRun run;
   run.tokens = prompts;
   std::vector<int64_t> computed(S);
   for (int64_t s = 0; s < S; ++s) {
@@ -106,13 +106,13 @@ TEST_P(KvCacheGenerate, GreedyTokensEqualGenerateWithAndWithoutPrefixHits) {
   PagedKvStore store(paged_kv_store_config(model->config(), 64, kBlockSize));
   KvCacheManager kv({.n_blocks = store.n_blocks(), .block_size = store.block_size(), .hash_seed = 7});
 
-  const Run cold = generate_with_manager(*model, store, kv, {p1}, 1);
+  const ManagedRun cold = generate_with_manager(*model, store, kv, {p1}, 1);
   EXPECT_EQ(cold.tokens[0], want1);
   EXPECT_EQ(cold.hit_tokens[0], 0);
 
   // The same prompt again: its full blocks before the last token come from the cache.
   const int64_t max_hit = (T - 1) / kBlockSize * kBlockSize;
-  const Run warm = generate_with_manager(*model, store, kv, {p1}, 2);
+  const ManagedRun warm = generate_with_manager(*model, store, kv, {p1}, 2);
   EXPECT_EQ(warm.tokens[0], want1);
   EXPECT_EQ(warm.hit_tokens[0], max_hit);
   for (int64_t b = 0; b < max_hit / kBlockSize; ++b) EXPECT_EQ(warm.first_tables[0][b], cold.first_tables[0][b]);
@@ -120,7 +120,7 @@ TEST_P(KvCacheGenerate, GreedyTokensEqualGenerateWithAndWithoutPrefixHits) {
   // Two requests sharing two blocks in one batch; the shared blocks are read, never written.
   const std::span<const int32_t> shared = std::span<const int32_t>(cold.first_tables[0]).first(2);
   const std::vector<float> shared_before = block_contents(store, shared);
-  const Run both = generate_with_manager(*model, store, kv, {p1, p2}, 3);
+  const ManagedRun both = generate_with_manager(*model, store, kv, {p1, p2}, 3);
   EXPECT_EQ(both.tokens[0], want1);
   EXPECT_EQ(both.tokens[1], want2);
   EXPECT_EQ(both.hit_tokens[0], max_hit);
@@ -131,7 +131,7 @@ TEST_P(KvCacheGenerate, GreedyTokensEqualGenerateWithAndWithoutPrefixHits) {
 
   // A follow-up turn: the first answer as the prompt reuses the blocks its decoding filled.
   const std::vector<int32_t> p3 = want1;
-  const Run follow = generate_with_manager(*model, store, kv, {p3}, 5);
+  const ManagedRun follow = generate_with_manager(*model, store, kv, {p3}, 5);
   EXPECT_EQ(follow.tokens[0], reference(*model, p3));
   EXPECT_EQ(follow.hit_tokens[0], (static_cast<int64_t>(p3.size()) - 1) / kBlockSize * kBlockSize);
 

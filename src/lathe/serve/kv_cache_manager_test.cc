@@ -58,7 +58,8 @@ TEST(KvCacheManager, SamePrefixHitsAndSharesBlocks) {
   std::vector<int32_t> b(a.begin(), a.begin() + 8);
   for (int32_t t : {90, 91, 92}) b.push_back(t);
   EXPECT_EQ(run_prefill(m, 2, b), 8);
-  const std::span<const int32_t> ta = m.block_table(1), tb = m.block_table(2);
+  const std::vector<int32_t> ta(m.block_table(1).begin(), m.block_table(1).end());  // copies: free(1) ends the span
+  const std::span<const int32_t> tb = m.block_table(2);
   ASSERT_EQ(tb.size(), 3u);
   EXPECT_EQ(tb[0], ta[0]);
   EXPECT_EQ(tb[1], ta[1]);
