@@ -22,8 +22,9 @@ void expect_rejected(const SamplingOptions& o, const std::string& field) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
   }
-  if (o.top_k >= -1)  // SamplingParams reads top_k = -1 as off; generate's options do not
+  if (o.top_k >= -1) {  // SamplingParams reads top_k = -1 as off; generate's options do not
     EXPECT_THROW(SamplingState(to_sampling_params(o, 1), {.vocab = 8}), InvalidArgument) << field;
+  }
 }
 
 TEST(SamplingOptions, OutOfRangeValuesAreRejectedNamingTheField) {
