@@ -49,6 +49,10 @@ void Engine::abort(uint64_t request_id) { queue_.abort(request_id); }
 
 bool Engine::healthy(std::chrono::milliseconds timeout) { return queue_.probe(timeout); }
 
+bool Engine::alive(std::chrono::milliseconds max_age) const {
+  return !queue_.loop_exited() && EngineClock::now() - queue_.last_turn() <= max_age;
+}
+
 void Engine::stop(bool drain) {
   queue_.stop(drain);
   if (thread_.joinable()) thread_.join();
@@ -117,6 +121,7 @@ void Engine::loop() {
     queue_.set_dead(e.what());
     fail_all(e.what());
   }
+  queue_.set_loop_exited();
 }
 
 }  // namespace lathe

@@ -50,6 +50,9 @@ class Engine {
 
   // Any thread: true when the loop answered a probe within `timeout` (alive and not stuck in a step).
   bool healthy(std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
+  // Any thread, non-blocking (a /health handler that must not wait): true when the loop is not dead and
+  // reached its queue within `max_age` (an idle loop looks every 100 ms; a step longer than max_age fails it).
+  bool alive(std::chrono::milliseconds max_age = std::chrono::milliseconds(5000)) const;
   EngineMetrics metrics() const { return queue_.snapshot(); }  // as of the loop's last turn
   std::string capacity_summary() const { return capacity_; }   // the start-up line (KV blocks and tokens)
   const ModelConfig& model_config() const { return model_config_; }

@@ -222,6 +222,7 @@ TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {
   }
   EXPECT_THROW(engine.submit(testing::greedy_request({1}, 2)), EngineUnavailable);
   EXPECT_FALSE(engine.healthy(std::chrono::milliseconds(200)));
+  EXPECT_FALSE(engine.alive());
 }
 
 TEST(Engine, StopWithoutDrainAbortsInFlightRequests) {
@@ -239,6 +240,7 @@ TEST(Engine, HealthProbeAnswersWhileIdleAndWhileServing) {
   EXPECT_TRUE(engine.healthy());
   std::this_thread::sleep_for(std::chrono::milliseconds(250));  // idle across several loop turns
   EXPECT_TRUE(engine.healthy());
+  EXPECT_TRUE(engine.alive(std::chrono::milliseconds(1000)));
   const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 60));
   EXPECT_TRUE(engine.healthy());
   read_all(*s.stream);

@@ -66,6 +66,11 @@ std::vector<Completion> run_together(const Model& model, const std::vector<Engin
   std::vector<Completion> out;
   for (Submission& s : subs) out.push_back(read_all(*s.stream));
   if (first && first->token) out[0].tokens[0].insert(out[0].tokens[0].begin(), *first->token);
+  // They did run together: fewer steps than tokens (one at a time would take one step per token at least).
+  int64_t n_tokens = 0;
+  for (const EngineRequest& r : rs) n_tokens += r.sampling.max_tokens;
+  EXPECT_TRUE(engine.healthy());
+  EXPECT_LT(engine.metrics().core.n_steps, n_tokens / 2);
   return out;
 }
 

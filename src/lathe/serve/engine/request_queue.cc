@@ -30,12 +30,14 @@ void RequestQueue::stop(bool drain) {
 
 QueueWork RequestQueue::take(bool idle, std::chrono::milliseconds wait) {
   std::unique_lock lock(mu_);
+  last_turn_ = EngineClock::now();
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   const auto has_work = [this] {
     return !pending_.empty() || !aborts_.empty() || closed_ || probes_asked_ != probes_answered_;
   };
   if (idle) work_cv_.wait_for(lock, wait, has_work);
+  last_turn_ = EngineClock::now();
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   QueueWork w{.added = {std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end())},
@@ -47,10 +49,16 @@ QueueWork RequestQueue::take(bool idle, std::chrono::milliseconds wait) {
 
 bool RequestQueue::probe(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  if (dead_) return false;
+  if (dead_ || loop_exited_) return false;
   const uint64_t ticket = ++probes_asked_;
   work_cv_.notify_one();
-  return probe_cv_.wait_for(lock, timeout, [&] { return probes_answered_ >= ticket || dead_; }) && !dead_;
+  return probe_cv_.wait_for(lock, timeout, [&] { return probes_answered_ >= ticket || dead_ || loop_exited_; }) &&
+         !dead_ && !loop_exited_;
+}
+
+EngineClock::time_point RequestQueue::last_turn() const {
+  std::lock_guard lock(mu_);
+  return last_turn_;
 }
 
 void RequestQueue::set_dead(const std::string& reason) {
@@ -63,6 +71,18 @@ void RequestQueue::set_dead(const std::string& reason) {
 std::optional<std::string> RequestQueue::dead_reason() const {
   std::lock_guard lock(mu_);
   return dead_;
+}
+
+void RequestQueue::set_loop_exited() {
+  std::lock_guard lock(mu_);
+  loop_exited_ = true;
+  closed_ = true;
+  probe_cv_.notify_all();
+}
+
+bool RequestQueue::loop_exited() const {
+  std::lock_guard lock(mu_);
+  return loop_exited_;
 }
 
 void RequestQueue::publish(const EngineMetrics& m) {

@@ -51,9 +51,14 @@ class RequestQueue {
   // Any thread: true when the engine loop reached take() within `timeout` of this call (it is alive and
   // not stuck in a step longer than that).
   bool probe(std::chrono::milliseconds timeout);
+  // Any thread, non-blocking: when the loop last reached take() (an idle loop does so every wait).
+  EngineClock::time_point last_turn() const;
   // Engine thread: marks the loop dead (probes fail from now on) with the reason.
   void set_dead(const std::string& reason);
   std::optional<std::string> dead_reason() const;
+  // Engine thread, as the loop returns (stopped or dead): probes fail at once from now on.
+  void set_loop_exited();
+  bool loop_exited() const;
 
   void publish(const EngineMetrics& m);  // engine thread, after each loop turn
   EngineMetrics snapshot() const;        // any thread
@@ -67,7 +72,9 @@ class RequestQueue {
   uint64_t next_id_ = 1;
   bool closed_ = false, drain_ = false;
   uint64_t probes_asked_ = 0, probes_answered_ = 0;
+  EngineClock::time_point last_turn_ = EngineClock::now();
   std::optional<std::string> dead_;
+  bool loop_exited_ = false;
   EngineMetrics metrics_;
 };
 
