@@ -243,15 +243,23 @@ SchedulerOutput Scheduler::build_output(Step& st) {
 std::vector<SeqOutput> Scheduler::update_from_output(const SchedulerOutput& out, const ModelRunnerOutput& runner) {
   LATHE_CHECK_ARG(in_step_ && out.step == step_, "[Scheduler::update_from_output] output of step ", out.step,
                   " but the scheduled step is ", step_, in_step_ ? "" : " (already updated)");
+  // Checked whole before any change, so a bad runner output leaves the step pending and intact.
+  for (const auto& [id, n] : out.num_scheduled_tokens) {
+    const SchedSeq& s = seqs_.at(id);
+    const bool reached = s.num_computed_tokens + n == s.num_tokens();
+    LATHE_CHECK_ARG(reached == (runner.sampled.count(id) > 0), "[Scheduler::update_from_output] sequence ", id,
+                    reached ? " computed all its tokens but has no sampled token" : " is mid-prefill but has a sampled token");
+  }
+  for (const auto& [id, token] : runner.sampled)
+    LATHE_CHECK_ARG(out.num_scheduled_tokens.count(id), "[Scheduler::update_from_output] sampled token for sequence ", id,
+                    ", which was not scheduled");
   in_step_ = false;
   std::vector<SeqOutput> outputs;
   for (const auto& [id, n] : out.num_scheduled_tokens) {
     SchedSeq& s = seqs_.at(id);
     s.num_computed_tokens += n;
     const auto sampled = runner.sampled.find(id);
-    const bool reached = s.num_computed_tokens == s.num_tokens();
-    LATHE_CHECK_ARG(reached == (sampled != runner.sampled.end()), "[Scheduler::update_from_output] sequence ", id,
-                    reached ? " computed all its tokens but has no sampled token" : " is mid-prefill but has a sampled token");
+    const bool reached = sampled != runner.sampled.end();
     if (s.num_computed_tokens >= s.n_prompt) s.prompt_computed = true;
     kv_.commit_full_blocks(kv_request(s));
     if (!reached) continue;
