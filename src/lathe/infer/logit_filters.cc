@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "lathe/infer/row_reduce.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-float max_of(const float* z, int64_t V) {
-  float m = kNegInf;
-#pragma omp simd reduction(max : m)
-  for (int64_t v = 0; v < V; ++v) m = std::max(m, z[v]);
-  return m;
-}
 
 // a ranks before b: larger mass first, lower id among equal masses (the TokenRank order, as e is
 // monotone in z).
@@ -61,10 +55,8 @@ int64_t nucleus_select(MassId* c, int64_t n, double target) {
 }  // namespace
 
 int32_t argmax_lowest(const float* z, int64_t V) {
-  const float m = max_of(z, V);
-  for (int64_t v = 0; v < V; ++v)
-    if (z[v] == m) return static_cast<int32_t>(v);
-  return 0;
+  const int64_t v = row::find_first_equal(z, V, row::max_value(z, V));
+  return static_cast<int32_t>(std::max<int64_t>(v, 0));
 }
 
 void select_top_k(const float* z, int64_t V, int64_t k, int32_t* ids) {
@@ -87,7 +79,7 @@ void select_top_k(const float* z, int64_t V, int64_t k, int32_t* ids) {
 float apply_temperature_and_exp(float* z, float* e, int64_t V, float temperature) {
 #pragma omp simd
   for (int64_t v = 0; v < V; ++v) z[v] = z[v] / temperature;
-  const float m = max_of(z, V);
+  const float m = row::max_value(z, V);
   if (!(m > kNegInf)) return m;  // nothing finite: the caller falls back to argmax
 #pragma omp simd
   for (int64_t v = 0; v < V; ++v) e[v] = vec::exp(z[v] - m);
@@ -126,7 +118,28 @@ void apply_top_p(float* z, float* e, int64_t V, float top_p, std::span<const int
     }
   };
   if (survivors.empty()) {
+    // Prune before selecting: if the tokens with e > t already hold the target mass, every token with
+    // e <= t ranks after all of them and is out. Try t = 2^-1, 2^-2, ... (e_max = 1) by vectorised
+    // masked sums; a peaked distribution leaves a few candidates, a flat one keeps t = 0 (no pruning).
+    const double all = row::sum_f64(V, [e](int64_t v) { return e[v]; });
+    const double target = static_cast<double>(top_p) * all;
+    float t = 0.f;
+    for (const float cand : {0x1.0p-1f, 0x1.0p-2f, 0x1.0p-4f, 0x1.0p-8f, 0x1.0p-16f, 0x1.0p-32f}) {
+      if (row::sum_f64(V, [e, cand](int64_t v) { return e[v] > cand ? e[v] : 0.f; }) >= target) {
+        t = cand;
+        break;
+      }
+    }
+    if (t > 0.f) {
+#pragma omp simd
+      for (int64_t v = 0; v < V; ++v) {
+        const bool keep = e[v] > t;
+        e[v] = vec::select(keep, e[v], 0.f);
+        z[v] = vec::select(keep, z[v], kNegInf);
+      }
+    }
     for (int64_t v = 0; v < V; ++v) take(static_cast<int32_t>(v));
+    total = all;  // the pruned tokens' mass still counts in the target
   } else {
     for (const int32_t v : survivors) take(v);
   }
@@ -143,9 +156,8 @@ int32_t sample_inverse_cdf(const float* e, int64_t V, double u, std::span<double
   double total = 0;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const int64_t end = std::min(V, (b + 1) * kSampleBlock);
-    double s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t v = b * kSampleBlock; v < end; ++v) s += e[v];
+    const float* eb = e + b * kSampleBlock;
+    const double s = row::sum_f64(end - b * kSampleBlock, [eb](int64_t i) { return eb[i]; });
     block_sums[b] = s;
     total += s;
   }

@@ -7,18 +7,16 @@
 
 #include "lathe/base/error.h"
 #include "lathe/infer/logit_filters.h"
+#include "lathe/infer/row_reduce.h"
 #include "lathe/ops/vec_math.h"
 
 namespace lathe {
 
 double log_sum_exp(const float* z, int64_t V) {
-  float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t v = 0; v < V; ++v) m = std::max(m, z[v]);
+  const float m = row::max_value(z, V);
   if (!(m > -std::numeric_limits<float>::infinity())) return m;
-  double s = 0;  // f32 exps summed in f64: the V-term sum keeps its precision at V = 150K
-#pragma omp simd reduction(+ : s)
-  for (int64_t v = 0; v < V; ++v) s += vec::exp(z[v] - m);
+  // f32 exps summed in f64: the V-term sum keeps its precision at V = 150K.
+  const double s = row::sum_f64(V, [z, m](int64_t v) { return vec::exp(z[v] - m); });
   return m + std::log(s);
 }
 
@@ -30,10 +28,7 @@ TokenLogprobs token_logprobs_top_k(const float* z, int64_t V, int32_t token, int
   TokenLogprobs r;
   r.logprob = logprob(token);
   const float zt = z[token];
-  int64_t above = 0;
-#pragma omp simd reduction(+ : above)
-  for (int64_t v = 0; v < V; ++v) above += z[v] > zt;
-  r.rank = above + 1;
+  r.rank = static_cast<int64_t>(row::sum_f64(V, [z, zt](int64_t v) { return z[v] > zt ? 1.f : 0.f; })) + 1;
   const int64_t n = k < 0 ? V : std::min<int64_t>(k, V);
   if (n == V) {
     std::iota(ids.begin(), ids.begin() + V, 0);

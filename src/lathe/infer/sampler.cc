@@ -67,12 +67,19 @@ void Sampler::sample_row(const float* x, SamplingState& s, Scratch& w, SampledTo
   const int64_t V = vocab_;
   float* z = w.z.data();
   float* e = w.e.data();
-  std::memcpy(z, x, static_cast<size_t>(V) * sizeof(float));
-  apply_min_tokens_and_logit_bias(s, z);
-  apply_penalties(s, z, w.counts);
+  const bool edits = static_cast<int64_t>(s.output().size()) < p.min_tokens || !p.logit_bias.empty() ||
+                     p.repetition_penalty != 1.f || p.frequency_penalty != 0.f || p.presence_penalty != 0.f;
+  const float* processed = z;  // the logits sampled from
+  if (edits || !is_greedy(p)) {
+    std::memcpy(z, x, static_cast<size_t>(V) * sizeof(float));
+    apply_min_tokens_and_logit_bias(s, z);
+    apply_penalties(s, z, w.counts);
+  } else {
+    processed = x;  // plain greedy reads the model's row as it is (no copy)
+  }
   int32_t token;
   if (is_greedy(p)) {
-    token = argmax_lowest(z, V);
+    token = argmax_lowest(processed, V);
   } else {
     const float m = apply_temperature_and_exp(z, e, V, p.temperature);
     if (!(m > -std::numeric_limits<float>::infinity())) {
@@ -90,7 +97,7 @@ void Sampler::sample_row(const float* x, SamplingState& s, Scratch& w, SampledTo
   out = {.token = token};
   if (p.logprobs) {
     // Raw: the model's logits as given; processed: z, which now holds every edit above (filtered: -inf).
-    const float* src = p.logprobs_mode == LogprobsMode::kRaw ? x : z;
+    const float* src = p.logprobs_mode == LogprobsMode::kRaw ? x : processed;
     const TokenLogprobs r = token_logprobs_top_k(src, V, token, *p.logprobs, s.top_buffer(), w.ids);
     out.logprob = r.logprob;
     out.rank = r.rank;
