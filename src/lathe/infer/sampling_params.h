@@ -54,8 +54,9 @@ inline uint64_t resolve_seed(const SamplingParams& p, CounterRng& engine_rng) {
   return p.seed ? *p.seed : engine_rng.next_u64();
 }
 
+// Why a sequence stopped (kAbort: the client went away; the scheduler's reason too, sched_request.h).
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kCount };
 // Why a sequence stops after appending `token` as its n_output-th output token (1-based), or kNone.
-enum class FinishReason : uint8_t { kNone, kStop, kLength, kCount };
 FinishReason finish_reason(const SamplingParams& p, std::span<const int32_t> eos_token_ids, int64_t n_output,
                            int32_t token);
 

@@ -10,6 +10,7 @@ std::string_view finish_reason_name(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone:
     case FinishReason::kCount: break;
   }
   return "?";

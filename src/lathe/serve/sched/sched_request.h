@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lathe/infer/sampler.h"
+#include "lathe/infer/sampling_params.h"
 #include "lathe/serve/kv_block_hash.h"
 
 namespace lathe {
@@ -23,7 +23,7 @@ struct SchedRequestParams {
   int64_t min_tokens = 0;                // EOS and stop_token_ids do not stop before this many outputs
   bool ignore_eos = false;               // keep generating past EOS (benchmarks)
   std::vector<int32_t> stop_token_ids;   // stop on any of these (the token stays in the output)
-  SamplingOptions sampling;              // the runner's sampler; the scheduler only carries it
+  SamplingParams sampling;               // the runner's sampler; the scheduler checks its ranges and carries it
 };
 
 // A client request as the engine hands it to Scheduler::add_request.
@@ -34,7 +34,7 @@ struct SchedRequest {
   KvCacheKeys cache_keys;        // adapter id and cache_salt: what a prefix hit must also match
 };
 
-enum class FinishReason : uint8_t { kStop, kLength, kAbort, kCount };
+// FinishReason is the sampler's (infer/sampling_params.h); kNone is never reported here.
 std::string_view finish_reason_name(FinishReason r);  // "stop", "length", "abort" (the API's names)
 
 enum class SeqStatus : uint8_t { kWaiting, kRunning, kCount };  // a finished sequence is dropped

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 
 #include "lathe/base/error.h"
 #include "lathe/models/paged_kv_store.h"
@@ -81,7 +82,8 @@ std::vector<uint64_t> Scheduler::add_request(SchedRequest r) {
   LATHE_CHECK_ARG(p.min_tokens >= 0 && p.min_tokens <= p.max_tokens, "[Scheduler::add_request] min_tokens must be in [0, max_tokens = ",
                   p.max_tokens, "], got ", p.min_tokens);
   LATHE_CHECK_ARG(!choices_.count(r.request_id), "[Scheduler::add_request] request_id ", r.request_id, " is in use");
-  check_sampling_options(p.sampling);
+  // Ranges only: the engine checks token ids (logit_bias, stop_token_ids) against the model's vocabulary.
+  check_sampling_params(p.sampling, std::numeric_limits<int32_t>::max());
 
   SchedSeq s{.request_id = r.request_id, .tokens = std::move(r.prompt), .n_prompt = n_prompt,
              .max_output = std::min(p.max_tokens, config_.max_model_len - n_prompt),

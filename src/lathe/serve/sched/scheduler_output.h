@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "lathe/infer/sampling_state.h"
 #include "lathe/serve/sched/sched_request.h"
 
 namespace lathe {
@@ -47,9 +48,17 @@ struct SchedulerOutput {
   std::vector<uint64_t> finished_ids;      // finished or aborted since the last step: drop their state
 };
 
+// Log-probabilities of one sampled token, for a sequence whose request set SamplingParams::logprobs.
+struct SampledLogprobs {
+  float logprob = 0.f;          // of the sampled token (raw or processed, per the request's logprobs_mode)
+  int64_t rank = 0;             // 1 + tokens with a larger logprob
+  std::vector<TopLogprob> top;  // top_logprobs, best first, + the sampled token when not among them
+};
+
 struct ModelRunnerOutput {
   // One sampled token for each sequence whose chunk reached its last known token, none for the others.
   std::map<uint64_t, int32_t> sampled;
+  std::map<uint64_t, SampledLogprobs> logprobs;  // the sampled ones that asked; the scheduler ignores it
 };
 
 // What one step produced for one sequence (to stream, detokenise and check stop strings).

@@ -1,0 +1,96 @@
+#include "lathe/serve/engine/engine_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "lathe/serve/kv_capacity.h"
+
+namespace lathe {
+namespace {
+
+SchedulerConfig resolved(SchedulerConfig s, const ModelConfig& c) {
+  if (s.max_model_len == 0) s.max_model_len = c.max_positions;
+  if (s.eos_token_ids.empty()) s.eos_token_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
+  return s;
+}
+
+KvLayout layout_of(const ModelConfig& c) {
+  const PagedKvStoreConfig s = paged_kv_store_config(c, 1);
+  return {s.n_layers, s.n_heads, s.n_kv_heads, s.head_dim};
+}
+
+}  // namespace
+
+int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, int64_t max_num_seqs,
+                         int64_t max_model_len) {
+  LATHE_CHECK_ARG(bytes >= 0, "[engine] kv_cache_memory must be >= 0 (0: the default), got ", bytes);
+  if (bytes == 0) {
+    // Full contexts for every sequence, plus the null block, is all the pool could ever use.
+    const int64_t need = (max_num_seqs * kv_blocks_for(max_model_len, block_size) + 1) * kv_block_bytes(layout, block_size);
+    bytes = std::min(kDefaultCpuKvCacheBytes, need);
+  }
+  return kv_blocks_for_bytes(bytes, layout, block_size);
+}
+
+EngineCore::EngineCore(const Model& model, const EngineConfig& config)
+    : model_(model),
+      sched_config_(resolved(config.scheduler, model.config())),
+      n_blocks_(engine_kv_blocks(config.kv_cache_memory, layout_of(model.config()), config.block_size,
+                                 sched_config_.max_num_seqs, sched_config_.max_model_len)),
+      block_size_(config.block_size),
+      rng_{.key = derive_key(config.seed, hash_name("engine.request_seeds"))},
+      kv_({.n_blocks = n_blocks_, .block_size = config.block_size,
+           .enable_prefix_caching = config.enable_prefix_caching,
+           .hash_seed = derive_key(config.seed, hash_name("engine.prefix_cache"))}),
+      scheduler_(sched_config_, kv_,
+                 [log = config.log](const PreemptionEvent& e) {
+                   if (log) log(format_preemption(e));
+                 }),
+      runner_(model, {.n_blocks = n_blocks_, .block_size = config.block_size,
+                      .eos_token_ids = sched_config_.eos_token_ids}) {}
+
+void EngineCore::add_request(uint64_t request_id, EngineRequest r) {
+  check_engine_request(r, model_.config(), sched_config_.max_model_len);
+  r.sampling.seed = resolve_seed(r.sampling, rng_);
+  scheduler_.add_request(sched_request(request_id, std::move(r)));
+}
+
+std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
+  std::vector<EngineOutput> outs;
+  for (const SeqOutput& o : scheduler_.abort_request(request_id))
+    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = FinishReason::kAbort});
+  return outs;
+}
+
+std::vector<EngineOutput> EngineCore::step() {
+  const SchedulerOutput sched = scheduler_.schedule();
+  const ModelRunnerOutput ran = runner_.execute(sched);
+  std::vector<EngineOutput> outs;
+  for (const SeqOutput& o : scheduler_.update_from_output(sched, ran)) {
+    EngineOutput e{.request_id = o.request_id, .index = o.index, .token = o.new_token, .finish = o.finish,
+                   .stop_token = o.stop_token};
+    if (const auto lp = ran.logprobs.find(o.seq_id); lp != ran.logprobs.end()) e.logprobs = lp->second;
+    outs.push_back(std::move(e));
+  }
+  ++n_steps_;
+  return outs;
+}
+
+EngineCoreStats EngineCore::stats() const {
+  const int64_t total = kv_.n_usable_blocks();
+  return {.n_running = scheduler_.n_running(),
+          .n_waiting = scheduler_.n_waiting(),
+          .kv_blocks_total = total,
+          .kv_blocks_used = total - kv_.n_free_blocks(),
+          .kv_cache_usage = kv_.usage(),
+          .prefix_cache_queries = kv_.stats().prefix_cache_queries,
+          .prefix_cache_hits = kv_.stats().prefix_cache_hits,
+          .num_preemptions = scheduler_.stats().num_preemptions,
+          .n_steps = n_steps_};
+}
+
+std::string EngineCore::capacity_summary() const {
+  return kv_capacity_summary(n_blocks_, block_size_, layout_of(model_.config()));
+}
+
+}  // namespace lathe

@@ -1,0 +1,74 @@
+// The engine's single-threaded core (spec serving.md §1): one step() = scheduler.schedule() ->
+// runner.execute() -> scheduler.update_from_output(). It owns the KV manager, the scheduler and the model
+// runner (whose store holds the blocks the manager hands out). Not thread-safe: Engine (engine.h) runs
+// it on its loop thread and is the only caller.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lathe/base/rng.h"
+#include "lathe/models/model.h"
+#include "lathe/serve/engine/engine_config.h"
+#include "lathe/serve/engine/engine_request.h"
+#include "lathe/serve/engine/model_runner.h"
+#include "lathe/serve/kv_cache_manager.h"
+#include "lathe/serve/sched/scheduler.h"
+
+namespace lathe {
+
+// Blocks of the KV pool for a budget of `bytes` (0: kDefaultCpuKvCacheBytes capped at what max_num_seqs
+// sequences of max_model_len tokens need), the null block included. InvalidArgument, naming both sizes,
+// when the budget holds fewer than 2 blocks.
+int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, int64_t max_num_seqs,
+                         int64_t max_model_len);
+
+struct EngineCoreStats {
+  int64_t n_running = 0, n_waiting = 0;
+  int64_t kv_blocks_total = 0;  // usable blocks (the null block excluded)
+  int64_t kv_blocks_used = 0;   // held by running sequences
+  double kv_cache_usage = 0;    // used / total, in [0, 1]
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;  // tokens
+  int64_t num_preemptions = 0;
+  int64_t n_steps = 0;
+};
+
+class EngineCore {
+ public:
+  // The model must outlive the core. InvalidArgument on a bad config, or when one sequence of
+  // max_model_len tokens cannot fit in the KV budget (naming both numbers).
+  EngineCore(const Model& model, const EngineConfig& config);
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  // Checks the request (check_engine_request), resolves its seed from the engine generator when it has
+  // none, and queues its choices. InvalidArgument naming the field; request_id must be unused.
+  void add_request(uint64_t request_id, EngineRequest r);
+  // Frees every choice of the request: one kAbort output per unfinished choice (none if unknown).
+  std::vector<EngineOutput> abort_request(uint64_t request_id);
+  // One step: what the scheduler picks runs through the model; the new tokens and finishes come back.
+  std::vector<EngineOutput> step();
+
+  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  EngineCoreStats stats() const;
+  const ModelConfig& model_config() const { return model_.config(); }
+  const SchedulerConfig& scheduler_config() const { return sched_config_; }
+  int64_t n_blocks() const { return n_blocks_; }  // the pool, the null block included
+  std::string capacity_summary() const;           // "KV cache: N blocks of P tokens = T tokens (X MiB)"
+  const ModelRunner& runner() const { return runner_; }
+
+ private:
+  const Model& model_;
+  SchedulerConfig sched_config_;
+  int64_t n_blocks_ = 0;
+  int block_size_ = kDefaultKvBlockSize;
+  CounterRng rng_;  // seeds of unseeded requests, in arrival order
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  int64_t n_steps_ = 0;
+};
+
+}  // namespace lathe

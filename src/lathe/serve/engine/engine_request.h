@@ -1,0 +1,42 @@
+// What a frontend submits to the engine (a tokenised prompt and its sampling parameters) and what the
+// engine streams back: one EngineOutput per sampled token of each choice, the last one of a choice
+// carrying its finish reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lathe/infer/sampling_params.h"
+#include "lathe/models/config.h"
+#include "lathe/serve/kv_block_hash.h"
+#include "lathe/serve/sched/scheduler_output.h"
+
+namespace lathe {
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;  // [T] token ids, T >= 1, each in [0, V)
+  SamplingParams sampling;      // n, max_tokens, min_tokens, ignore_eos, stop ids and the sampler's knobs
+  KvCacheKeys cache_keys;       // adapter id and cache_salt: what a prefix-cache hit must also match
+};
+
+struct EngineOutput {
+  uint64_t request_id = 0;
+  int index = 0;                           // the choice, in [0, n)
+  std::optional<int32_t> token;            // the new token; absent for an abort or an error
+  std::optional<SampledLogprobs> logprobs;  // with the token, when the request set logprobs
+  std::optional<FinishReason> finish;      // set on the choice's last output
+  std::optional<int32_t> stop_token;       // the EOS or stop id that ended it (finish kStop)
+  std::string error;                       // non-empty: the request failed (finish kAbort)
+};
+
+// Throws InvalidArgument naming the field when the request cannot run on a model of config `c` with a
+// context of max_model_len tokens: an empty prompt, ids outside the vocabulary, a prompt that leaves no
+// room for output, or sampling parameters outside their ranges.
+void check_engine_request(const EngineRequest& r, const ModelConfig& c, int64_t max_model_len);
+
+// The scheduler's request for it (the seed must already be resolved: the runner samples with it).
+SchedRequest sched_request(uint64_t request_id, EngineRequest r);
+
+}  // namespace lathe

@@ -1,0 +1,79 @@
+// Helpers of the engine tests: fixture models with their reference greedy run, and running requests
+// through an Engine to completion.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lathe/base/rng.h"
+#include "lathe/io/test_paths.h"
+#include "lathe/models/model.h"
+#include "lathe/serve/engine/engine.h"
+
+namespace lathe::testing {
+
+struct EngineFixture {
+  std::unique_ptr<Model> model;
+  std::vector<int32_t> greedy_prompt;  // reference.json greedy_prompt
+  std::vector<int32_t> greedy_output;  // reference.json greedy_output_ids after the prompt
+};
+
+inline EngineFixture load_engine_fixture(const std::string& name) {
+  const std::string dir = (std::filesystem::path(fixtures_root()) / "models" / name).string();
+  std::ifstream in(dir + "/reference.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EngineFixture f{.model = Model::load(dir, {.force_f32 = true})};
+  for (const auto& v : j["greedy_prompt"]) f.greedy_prompt.push_back(v.get<int32_t>());
+  const auto& out = j["greedy_output_ids"];
+  for (size_t i = f.greedy_prompt.size(); i < out.size(); ++i) f.greedy_output.push_back(out[i].get<int32_t>());
+  return f;
+}
+
+// The tokens of each choice of a finished request, and how each ended.
+struct Completion {
+  std::map<int, std::vector<int32_t>> tokens;
+  std::map<int, FinishReason> finish;
+  std::vector<EngineOutput> outputs;
+};
+
+inline Completion read_all(OutputStream& s) {
+  Completion c;
+  while (std::optional<EngineOutput> o = s.next()) {
+    if (o->token) c.tokens[o->index].push_back(*o->token);
+    if (o->finish) c.finish[o->index] = *o->finish;
+    c.outputs.push_back(std::move(*o));
+  }
+  return c;
+}
+
+inline EngineRequest greedy_request(std::vector<int32_t> prompt, int max_tokens) {
+  return {.prompt = std::move(prompt), .sampling = {.temperature = 0.f, .max_tokens = max_tokens, .ignore_eos = true}};
+}
+
+// `n` prompts of lengths cycling through 1..max_len, ids drawn from the vocabulary with a fixed key.
+inline std::vector<std::vector<int32_t>> varied_prompts(int n, int max_len, int64_t vocab, uint64_t key) {
+  CounterRng rng{.key = key};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(1 + (i * 7) % max_len));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng.next_below(static_cast<uint64_t>(vocab)));
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+// Runs one request on a fresh engine of `config`, alone.
+inline Completion run_alone(const Model& model, const EngineConfig& config, EngineRequest r) {
+  Engine engine(model, config);
+  Submission s = engine.submit(std::move(r));
+  return read_all(*s.stream);
+}
+
+}  // namespace lathe::testing

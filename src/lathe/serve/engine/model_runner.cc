@@ -1,0 +1,101 @@
+#include "lathe/serve/engine/model_runner.h"
+
+#include <utility>
+
+#include "lathe/autograd/node.h"
+#include "lathe/base/error.h"
+#include "lathe/base/rng.h"
+
+namespace lathe {
+
+uint64_t choice_seed(uint64_t seed, int index) {
+  return index == 0 ? seed : derive_key(seed, static_cast<uint64_t>(index));
+}
+
+ModelRunner::ModelRunner(const Model& model, const ModelRunnerConfig& config)
+    : model_(model),
+      config_(config),
+      store_(paged_kv_store_config(model.config(), config.n_blocks, config.block_size)),
+      sampler_(model.config().vocab_size) {}
+
+void ModelRunner::add_seq(const NewSeqData& d) {
+  LATHE_CHECK_ARG(!seqs_.count(d.seq_id), "[ModelRunner] new sequence ", d.seq_id, " is already known");
+  LATHE_CHECK_ARG(d.params != nullptr, "[ModelRunner] new sequence ", d.seq_id, " has no params");
+  const SamplingParams& p = d.params->sampling;
+  LATHE_CHECK_ARG(p.seed.has_value(), "[ModelRunner] sequence ", d.seq_id,
+                  " has no sampling seed (the engine resolves one when the request is submitted)");
+  SamplingState state(p, {.prompt = d.token_ids,
+                          .eos_token_ids = config_.eos_token_ids,
+                          .seed = choice_seed(*p.seed, d.index),
+                          .vocab = model_.config().vocab_size});
+  seqs_.emplace(d.seq_id, Seq{.tokens = d.token_ids, .block_table = d.block_ids,
+                              .num_computed = d.num_computed_tokens, .sampling = std::move(state)});
+}
+
+void ModelRunner::update_seq(const CachedSeqData& d) {
+  const auto it = seqs_.find(d.seq_id);
+  LATHE_CHECK_ARG(it != seqs_.end(), "[ModelRunner] cached sequence ", d.seq_id, " is unknown");
+  Seq& s = it->second;
+  // A resumed sequence lost its blocks to a preemption: its new table replaces the old one whole, and
+  // its tokens (which the runner sampled) stay, to be recomputed from num_computed_tokens.
+  if (d.resumed) s.block_table.clear();
+  s.block_table.insert(s.block_table.end(), d.block_ids.begin(), d.block_ids.end());
+  s.num_computed = d.num_computed_tokens;
+}
+
+ModelRunnerOutput ModelRunner::execute(const SchedulerOutput& out) {
+  for (const uint64_t id : out.finished_ids) seqs_.erase(id);
+  for (const NewSeqData& d : out.new_seqs) add_seq(d);
+  for (const CachedSeqData& d : out.cached_seqs) update_seq(d);
+  ModelRunnerOutput result;
+  if (out.total_num_scheduled_tokens == 0) return result;
+
+  // One chunk per scheduled sequence, in scheduling order (new ones first, as the scheduler lists them).
+  chunks_.clear();
+  rows_.clear();
+  row_seqs_.clear();
+  auto add_chunk = [&](uint64_t id) {
+    const auto n_it = out.num_scheduled_tokens.find(id);
+    LATHE_CHECK_ARG(n_it != out.num_scheduled_tokens.end() && n_it->second >= 1, "[ModelRunner] sequence ", id,
+                    " is listed but has no scheduled tokens");
+    Seq& s = seqs_.at(id);
+    const int64_t n = n_it->second, end = s.num_computed + n, known = static_cast<int64_t>(s.tokens.size());
+    LATHE_CHECK_ARG(end <= known, "[ModelRunner] sequence ", id, " is scheduled up to token ", end, " but knows ",
+                    known);
+    // Only a chunk that reaches the last known token yields a token: a partial prefill's last row
+    // predicts a prompt token that is already known.
+    const bool samples = end == known;
+    chunks_.push_back({.tokens = std::span<const int32_t>(s.tokens).subspan(s.num_computed, n),
+                       .start = s.num_computed,
+                       .block_table = s.block_table,
+                       .want_last = samples});
+    if (samples) {
+      rows_.push_back(&s.sampling);
+      row_seqs_.push_back(id);
+    }
+  };
+  for (const NewSeqData& d : out.new_seqs) add_chunk(d.seq_id);
+  for (const CachedSeqData& d : out.cached_seqs) add_chunk(d.seq_id);
+  LATHE_CHECK_ARG(static_cast<int64_t>(chunks_.size()) == static_cast<int64_t>(out.num_scheduled_tokens.size()),
+                  "[ModelRunner] ", out.num_scheduled_tokens.size(), " sequences have scheduled tokens but ",
+                  chunks_.size(), " are listed in new_seqs and cached_seqs");
+
+  NoGradGuard no_grad;
+  const Tensor logits = model_.forward(cached_batch(store_, chunks_));  // [rows_.size(), V]
+  sampled_.resize(rows_.size());
+  if (!rows_.empty()) sampler_.sample(logits.data<float>(), rows_, sampled_);
+
+  for (size_t j = 0; j < rows_.size(); ++j) {
+    const uint64_t id = row_seqs_[j];
+    const SampledToken& t = sampled_[j];
+    seqs_.at(id).tokens.push_back(t.token);
+    result.sampled.emplace(id, t.token);
+    if (rows_[j]->params().logprobs)
+      result.logprobs.emplace(id, SampledLogprobs{.logprob = t.logprob, .rank = t.rank,
+                                                  .top = {t.top.begin(), t.top.end()}});
+  }
+  for (const auto& [id, n] : out.num_scheduled_tokens) seqs_.at(id).num_computed += n;
+  return result;
+}
+
+}  // namespace lathe

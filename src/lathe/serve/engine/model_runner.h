@@ -1,0 +1,69 @@
+// The model runner (spec serving.md §1, execute()): owns the paged KV store whose block ids the
+// KvCacheManager hands out, keeps each sequence's tokens, block table and sampling state from its first
+// SchedulerOutput until it is in finished_ids, and turns one SchedulerOutput into one forward over a
+// ForwardBatch (prefill chunks and decode rows mixed) and one batched sample of the rows that need a token.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "lathe/infer/sampler.h"
+#include "lathe/models/model.h"
+#include "lathe/models/paged_kv_store.h"
+#include "lathe/serve/sched/scheduler_output.h"
+
+namespace lathe {
+
+struct ModelRunnerConfig {
+  int64_t n_blocks = 0;                  // the store's blocks, the null block 0 included (the KvCacheManager's)
+  int block_size = kDefaultKvBlockSize;  // P
+  std::vector<int32_t> eos_token_ids;    // masked below min_tokens unless ignore_eos (SamplingState)
+};
+
+// The sampling seed of choice `index` of a request seeded `seed`: choice 0 samples with the request's
+// own seed (so n = 1 matches a lone request), the others with keys derived from it.
+uint64_t choice_seed(uint64_t seed, int index);
+
+class ModelRunner {
+ public:
+  // The model must outlive the runner; its weights are read, never written.
+  ModelRunner(const Model& model, const ModelRunnerConfig& config);
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  // Drops the state of out.finished_ids, takes in new sequences and diffs, runs the model over every
+  // scheduled chunk (sequence s: its tokens [num_computed, num_computed + num_scheduled_tokens[s])) and
+  // samples one token for each chunk that reaches its sequence's last known token, with that sequence's
+  // own SamplingState. A step with no scheduled tokens runs nothing. InvalidArgument when the output
+  // names an unknown sequence, a new one twice, a chunk past its known tokens, or a new sequence without
+  // a resolved seed.
+  ModelRunnerOutput execute(const SchedulerOutput& out);
+
+  int64_t n_seqs() const { return static_cast<int64_t>(seqs_.size()); }  // sequences whose state it holds
+  const PagedKvStore& store() const { return store_; }
+
+ private:
+  struct Seq {
+    std::vector<int32_t> tokens;       // the prompt, then every token sampled for it
+    std::vector<int32_t> block_table;  // block i holds its positions [i·P, (i + 1)·P)
+    int64_t num_computed = 0;          // tokens whose K/V its blocks hold
+    SamplingState sampling;
+  };
+  void add_seq(const NewSeqData& d);
+  void update_seq(const CachedSeqData& d);
+
+  const Model& model_;
+  ModelRunnerConfig config_;
+  PagedKvStore store_;
+  Sampler sampler_;
+  std::unordered_map<uint64_t, Seq> seqs_;
+  // One step's scratch, reused (capacity only grows).
+  std::vector<SequenceChunk> chunks_;
+  std::vector<SamplingState*> rows_;   // rows_[j]: the state of logits row j
+  std::vector<uint64_t> row_seqs_;     // row_seqs_[j]: its sequence
+  std::vector<SampledToken> sampled_;
+};
+
+}  // namespace lathe

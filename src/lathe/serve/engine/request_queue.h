@@ -1,0 +1,100 @@
+// Every mutex and condition variable of the serving engine (STYLE §15): the RequestQueue between the
+// frontend threads and the engine loop (requests, aborts, stop, health probes, the metrics snapshot),
+// and the OutputStream a submitter reads its tokens from. The scheduler, KV manager and runner behind
+// the loop are single-threaded.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "lathe/serve/engine/engine_metrics.h"
+#include "lathe/serve/engine/engine_request.h"
+
+namespace lathe {
+
+// Called on the engine thread for each output of the request; it must return quickly (hand the output
+// to another thread) and must not call back into the engine.
+using OutputCallback = std::function<void(const EngineOutput&)>;
+
+struct PendingRequest {
+  uint64_t id = 0;
+  EngineRequest request;
+  OutputCallback on_output;
+  EngineClock::time_point submitted;
+};
+
+// What the engine loop takes from the queue in one go.
+struct QueueWork {
+  std::vector<PendingRequest> added;  // in submit order
+  std::vector<uint64_t> aborted;      // after the additions (an abort of a request just added applies)
+  bool stop = false;                  // stop() was called
+  bool drain = false;                 // ... asking to finish in-flight requests first
+};
+
+class RequestQueue {
+ public:
+  // Any thread. Assigns the request id (1, 2, ...); false when the queue is closed (stopping).
+  std::optional<uint64_t> push(EngineRequest r, OutputCallback on_output, EngineClock::time_point submitted);
+  void abort(uint64_t id);      // any thread; unknown and finished ids are ignored by the loop
+  void stop(bool drain);        // any thread: closes the queue to new requests and wakes the loop
+
+  // Engine thread: everything pending, waiting up to `wait` for something when `idle` (the loop has no
+  // unfinished work); answers health probes.
+  QueueWork take(bool idle, std::chrono::milliseconds wait);
+
+  // Any thread: true when the engine loop reached take() within `timeout` of this call (it is alive and
+  // not stuck in a step longer than that).
+  bool probe(std::chrono::milliseconds timeout);
+  // Any thread, non-blocking: when the loop last reached take() (an idle loop does so every wait).
+  EngineClock::time_point last_turn() const;
+  // Engine thread: marks the loop dead (probes fail from now on) with the reason.
+  void set_dead(const std::string& reason);
+  std::optional<std::string> dead_reason() const;
+  // Engine thread, as the loop returns (stopped or dead): probes fail at once from now on.
+  void set_loop_exited();
+  bool loop_exited() const;
+
+  void publish(const EngineMetrics& m);  // engine thread, after each loop turn
+  EngineMetrics snapshot() const;        // any thread
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // the loop waits here for requests, aborts, stop or probes
+  std::condition_variable probe_cv_;  // probers wait here for the loop's answer
+  std::deque<PendingRequest> pending_;
+  std::vector<uint64_t> aborts_;
+  uint64_t next_id_ = 1;
+  bool closed_ = false, drain_ = false;
+  uint64_t probes_asked_ = 0, probes_answered_ = 0;
+  EngineClock::time_point last_turn_ = EngineClock::now();
+  std::optional<std::string> dead_;
+  bool loop_exited_ = false;
+  EngineMetrics metrics_;
+};
+
+// A small channel for one request's outputs: the engine pushes (through the OutputCallback submit
+// installs), one consumer pops. It ends after the last choice's finishing output.
+class OutputStream {
+ public:
+  explicit OutputStream(int n_choices) : n_open_(n_choices) {}
+  void push(const EngineOutput& o);  // engine thread
+  // Blocks until an output is ready; nullopt once every choice has finished and all were read.
+  std::optional<EngineOutput> next();
+  // As next(), waiting at most `timeout`; nullopt also on a timeout (then finished() is false).
+  std::optional<EngineOutput> next_for(std::chrono::milliseconds timeout);
+  bool finished() const;  // every choice finished and every output read
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<EngineOutput> ready_;
+  int n_open_;
+};
+
+}  // namespace lathe
