@@ -264,6 +264,8 @@ TEST_F(HttpServerTest, DrainRefusesNewWorkAndFinishesInFlight) {
   });
   while (backend_.n_submitted() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_->begin_drain();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the acceptor closes on the I/O thread
+  EXPECT_THROW(request(port_, http::verb::get, "/health", ""), boost::system::system_error);  // refused
   EXPECT_TRUE(server_->wait_idle(std::chrono::seconds(10)));
   client.join();
   server_->stop();
