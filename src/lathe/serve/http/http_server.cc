@@ -174,9 +174,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     meta.id = core_->make_id(endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-");
     meta.model = common->model;
-    auto rid = req.find("X-Request-Id");
-    request_id_ = rid != req.end() && !rid->value().empty() ? std::string(rid->value()) : meta.id;
+    request_id_ = meta.id;
     g.request_id = request_id_;
+    if (auto rid = req.find("X-Request-Id"); rid != req.end()) g.client_request_id = std::string(rid->value());
     streaming_ = common->stream;
     if (streaming_) {
       encoder_.emplace(meta, StreamEncoder::Options{.include_usage = common->include_usage,

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -50,6 +51,7 @@ class EchoBackend : public ServingBackend {
     }
     std::lock_guard lock(mu_);
     submitted_.insert(request.request_id);
+    by_client_id_[request.client_request_id] = request.request_id;
     threads_.emplace_back([this, id = request.request_id, max_tokens, prompt_tokens, on_output = std::move(on_output)] {
       for (int i = 0; i < max_tokens; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -76,9 +78,13 @@ class EchoBackend : public ServingBackend {
     std::lock_guard lock(mu_);
     return aborted_.count(id) > 0;
   }
-  bool wait_aborted(const std::string& id, std::chrono::milliseconds timeout) {
+  // Waits for the abort of the request the client sent with this X-Request-Id.
+  bool wait_aborted(const std::string& client_id, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return aborted_.count(id) > 0; });
+    return cv_.wait_for(lock, timeout, [&] {
+      auto it = by_client_id_.find(client_id);
+      return it != by_client_id_.end() && aborted_.count(it->second) > 0;
+    });
   }
   size_t n_submitted() {
     std::lock_guard lock(mu_);
@@ -90,6 +96,7 @@ class EchoBackend : public ServingBackend {
   std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> submitted_, aborted_;
+  std::map<std::string, std::string> by_client_id_;  // X-Request-Id -> request id
   std::vector<std::thread> threads_;
 };
 

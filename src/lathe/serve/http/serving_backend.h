@@ -15,7 +15,8 @@ namespace lathe::serve {
 
 // A validated request as submitted.
 struct GenerationRequest {
-  std::string request_id;              // X-Request-Id, or the response id the server made up
+  std::string request_id;              // unique: the response id ("cmpl-...", "chatcmpl-..."); abort() names it
+  std::string client_request_id;       // the client's X-Request-Id header (for logs; clients may reuse one)
   std::variant<CompletionRequest, ChatCompletionRequest> body;
   std::chrono::steady_clock::time_point arrival;  // TTFT starts here (spec §10)
 };
