@@ -18,17 +18,12 @@ namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 
-std::string tokenizers_root() {
-  if (const char* env = std::getenv("LATHE_TOKENIZERS")) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/lathe/tokenizers";
-}
 
 // The Qwen3 fixture's architecture with the Qwen3 tokenizer's vocabulary, random weights, and the
 // tokenizer files beside it. Written once per test process.
 const std::string& text_model_dir() {
   static const std::string dir = [] {
-    const fs::path tok = fs::path(tokenizers_root()) / "qwen3";
+    const fs::path tok = fs::path(testing::tokenizers_root()) / "qwen3";
     if (!fs::exists(tok / "tokenizer.json")) return std::string();
     std::ifstream in(testing::fixtures_root() + "/models/qwen3/config.json");
     nlohmann::json config = nlohmann::json::parse(in);
@@ -54,7 +49,7 @@ std::string ids_csv(const std::vector<uint32_t>& ids) {
 
 TEST(ChatCli, GeneratePromptTextMatchesTheIdPath) {
   const std::string dir = text_model_dir();
-  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << tokenizers_root();
+  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root();
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(dir);
   const std::string prompt = "The quick brown fox";
   const std::vector<uint32_t> prompt_ids = tok.encode_ids(prompt);
@@ -80,7 +75,7 @@ TEST(ChatCli, GeneratePromptTextMatchesTheIdPath) {
 
 TEST(ChatCli, GenerateStopStringCutsTheCompletion) {
   const std::string dir = text_model_dir();
-  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << tokenizers_root();
+  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root();
   const std::string cmd = testing::lathe_bin() + " generate " + dir + " --prompt 'Hello' --max-tokens 8 --ignore-eos --threads 1 --temperature 1 --seed 3";
   auto [code, full] = run_stdout(cmd);
   ASSERT_EQ(code, 0) << full;
@@ -99,7 +94,7 @@ TEST(ChatCli, GenerateStopStringCutsTheCompletion) {
 
 TEST(ChatCli, ChatAnswersAndResetStartsOver) {
   const std::string dir = text_model_dir();
-  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << tokenizers_root();
+  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root();
   auto [code, out] = run_stdout("printf 'hello\\nhow are you\\n/reset\\nhello\\n' | " + testing::lathe_bin() + " chat " +
                                 dir + " --max-tokens 5 --threads 1 --temperature 1 --seed 5");
   ASSERT_EQ(code, 0) << out;
@@ -115,7 +110,7 @@ TEST(ChatCli, ChatAnswersAndResetStartsOver) {
 
 TEST(ChatCli, ChatWithoutTemplateFailsClearly) {
   const std::string dir = text_model_dir();
-  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << tokenizers_root();
+  if (dir.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root();
   const std::string plain = testing::scratch_dir("qwen3_no_template");
   for (const auto& e : fs::directory_iterator(dir)) fs::copy_file(e.path(), fs::path(plain) / e.path().filename());
   std::ofstream(fs::path(plain) / "tokenizer_config.json") << "{}";

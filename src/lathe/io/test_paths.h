@@ -1,4 +1,5 @@
-// Test helper: where the fixtures are (LATHE_FIXTURES, default tests/fixtures under the source tree)
+// Test helper: where the fixtures are (LATHE_FIXTURES, default tests/fixtures under the source tree), the
+// real tokenizers (LATHE_TOKENIZERS)
 // and a scratch folder under the build tree.
 #pragma once
 
@@ -19,6 +20,14 @@ inline std::string fixtures_root() {
 #else
   return "tests/fixtures";
 #endif
+}
+
+// The real tokenizer files (tokenizer.json, tokenizer_config.json per model: qwen3, llama3, ...) that
+// `make setup` fetches: $LATHE_TOKENIZERS, default ~/.cache/lathe/tokenizers.
+inline std::string tokenizers_root() {
+  if (const char* env = std::getenv("LATHE_TOKENIZERS")) return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/lathe/tokenizers";
 }
 
 // The fixture model folders (tests/fixtures/models/<name>) holding `marker` (config.json: every model;

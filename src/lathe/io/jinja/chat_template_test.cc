@@ -16,11 +16,6 @@ namespace {
 
 using nlohmann::ordered_json;
 
-std::string tokenizers_root() {
-  if (const char* env = std::getenv("LATHE_TOKENIZERS")) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/lathe/tokenizers";
-}
 
 std::optional<ordered_json> read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -45,8 +40,8 @@ TEST_P(ChatTemplateFixture, MatchesTransformersRendering) {
   const auto cases = read_json(std::filesystem::path(testing::fixtures_root()) / "tokenizers" / name /
                                "chat_template_cases.json");
   if (!cases) GTEST_SKIP() << "no chat_template_cases.json for " << name << " under " << testing::fixtures_root();
-  const auto config = read_config(std::filesystem::path(tokenizers_root()) / name / "tokenizer_config.json");
-  if (!config) GTEST_SKIP() << "no tokenizer_config.json for " << name << " under " << tokenizers_root();
+  const auto config = read_config(std::filesystem::path(testing::tokenizers_root()) / name / "tokenizer_config.json");
+  if (!config) GTEST_SKIP() << "no tokenizer_config.json for " << name << " under " << testing::tokenizers_root();
 
   int checked = 0;
   for (const auto& c : (*cases)["cases"]) {

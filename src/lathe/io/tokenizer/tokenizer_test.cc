@@ -19,11 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string tokenizers_dir() {
-  if (const char* env = std::getenv("LATHE_TOKENIZERS")) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/lathe/tokenizers";
-}
+std::string tokenizers_dir() { return lathe::testing::tokenizers_root(); }
 
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
