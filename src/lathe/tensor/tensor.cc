@@ -148,7 +148,7 @@ Tensor Tensor::from_data(const Shape& shape, const std::vector<float>& values) {
   LATHE_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "[from_data] shape ",
                   shape_str(shape), " needs ", shape_numel(shape), " values, got ", values.size());
   Tensor t = empty(shape, DType::kF32);
-  std::memcpy(t.raw_data(), values.data(), values.size() * 4);
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * 4);  // no storage when empty
   return t;
 }
 
@@ -156,7 +156,7 @@ Tensor Tensor::from_data_i32(const Shape& shape, const std::vector<int32_t>& val
   LATHE_CHECK_ARG(shape_numel(shape) == static_cast<int64_t>(values.size()), "[from_data_i32] shape ",
                   shape_str(shape), " needs ", shape_numel(shape), " values, got ", values.size());
   Tensor t = empty(shape, DType::kI32);
-  std::memcpy(t.raw_data(), values.data(), values.size() * 4);
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * 4);  // no storage when empty
   return t;
 }
 
