@@ -26,16 +26,11 @@ const CommandSpec& chat_spec() {
       .summary = "Reads user messages from stdin, one per line, renders the conversation with the chat template\n"
                  "of MODEL_DIR's tokenizer_config.json and streams each answer. /reset starts over, /exit or\n"
                  "end of input quits, Ctrl-C stops the current answer.\n",
-      .options = {
-          {"--system", "TEXT", "a system message at the start of every conversation"},
-          {"--max-tokens", "N", "new tokens per answer at most, >= 1 (default: 512)"},
-          {"--temperature", "T", "0 = greedy, else sample from softmax(logits / T); >= 0 (default: 0)"},
-          {"--top-k", "K", "keep the K most likely tokens; 0 = off (default: 0)"},
-          {"--top-p", "P", "keep the smallest set reaching probability P, in (0, 1]; 1 = off (default: 1)"},
-          {"--seed", "S", "sampling seed, >= 0 (default: 0)"},
-          {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
-          {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
-      }};
+      .options = with_sampling_options(
+          {{"--system", "TEXT", "a system message at the start of every conversation"},
+           {"--max-tokens", "N", "new tokens per answer at most, >= 1 (default: 512)"}},
+          {{"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+           {"--f32", "", "widen bf16 and f16 weights to f32 at load"}})};
   return spec;
 }
 
@@ -66,10 +61,7 @@ int cmd_chat(int argc, char** argv) {
   }
   GenerateOptions o;
   o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 512, 1, kIntMax));
-  o.sampling.temperature = static_cast<float>(a.number("--temperature", 0.0, {.min = 0, .max = kFloatMax}));
-  o.sampling.top_k = static_cast<int>(a.integer("--top-k", 0, 0, kIntMax));
-  o.sampling.top_p = static_cast<float>(a.number("--top-p", 1.0, {.min = 0, .max = 1, .min_open = true}));
-  o.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
+  o.sampling = read_sampling_flags(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
   TextModel m = load_text_model(a.positional[0], {.force_f32 = a.has("--f32")});

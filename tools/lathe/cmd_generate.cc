@@ -21,23 +21,14 @@ const CommandSpec& generate_spec() {
                  "with MODEL_DIR's tokenizer.json and the completion is streamed as text after the prompt; with\n"
                  "--prompt-ids, the prompt and generated ids are printed on one line. Prefill and decode speed\n"
                  "go to stderr.\n",
-      .options = {
-          {"--prompt", "TEXT", "prompt text, encoded with the folder's tokenizer (special tokens as it adds them)"},
-          {"--prompt-ids", "IDS", "prompt token ids, e.g. 1,2,3"},
-          {"--stop", "STR", "with --prompt: end the completion at this text (not printed)"},
-          {"--max-tokens", "N", "new tokens at most, >= 0 (default: 32)"},
-          {"--temperature", "T", "< 1e-5 (0) = greedy, else sample from softmax(logits / T); >= 0 (default: 0)"},
-          {"--top-k", "K", "keep the K most likely tokens; 0 = off (default: 0)"},
-          {"--top-p", "P", "keep the smallest set reaching probability P, in (0, 1]; 1 = off (default: 1)"},
-          {"--min-p", "P", "drop tokens below P times the top probability, in [0, 1]; 0 = off (default: 0)"},
-          {"--repetition-penalty", "R", "prompt and output tokens: logit / R if > 0, else logit * R; > 0 (default: 1)"},
-          {"--presence-penalty", "A", "logit -= A for each token already generated, in [-2, 2] (default: 0)"},
-          {"--frequency-penalty", "A", "logit -= A times its count in the output, in [-2, 2] (default: 0)"},
-          {"--seed", "S", "sampling seed, >= 0 (default: 0)"},
-          {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
-          {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
-          {"--ignore-eos", "", "do not stop at the config's eos_token_id"},
-      }};
+      .options = with_sampling_options(
+          {{"--prompt", "TEXT", "prompt text, encoded with the folder's tokenizer (special tokens as it adds them)"},
+           {"--prompt-ids", "IDS", "prompt token ids, e.g. 1,2,3"},
+           {"--stop", "STR", "with --prompt: end the completion at this text (not printed)"},
+           {"--max-tokens", "N", "new tokens at most, >= 0 (default: 32)"}},
+          {{"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+           {"--ignore-eos", "", "do not stop at the config's eos_token_id"}})};
   return spec;
 }
 
@@ -64,15 +55,7 @@ int cmd_generate(int argc, char** argv) {
   LATHE_CHECK_ARG(text_mode || !a.has("--stop"), "--stop needs --prompt (text generation)");
   GenerateOptions o;
   o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 32, 0, kIntMax));
-  o.sampling.temperature = static_cast<float>(a.number("--temperature", 0.0, {.min = 0, .max = kFloatMax}));
-  o.sampling.top_k = static_cast<int>(a.integer("--top-k", 0, 0, kIntMax));
-  o.sampling.top_p = static_cast<float>(a.number("--top-p", 1.0, {.min = 0, .max = 1, .min_open = true}));
-  o.sampling.min_p = static_cast<float>(a.number("--min-p", 0.0, {.min = 0, .max = 1}));
-  o.sampling.repetition_penalty =
-      static_cast<float>(a.number("--repetition-penalty", 1.0, {.min = 0, .max = kFloatMax, .min_open = true}));
-  o.sampling.presence_penalty = static_cast<float>(a.number("--presence-penalty", 0.0, {.min = -2, .max = 2}));
-  o.sampling.frequency_penalty = static_cast<float>(a.number("--frequency-penalty", 0.0, {.min = -2, .max = 2}));
-  o.sampling.seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
+  o.sampling = read_sampling_flags(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
   const LoadOptions load{.force_f32 = a.has("--f32")};

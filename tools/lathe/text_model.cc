@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 
 #include "lathe/base/error.h"
 #include "lathe/io/file_read.h"
@@ -51,6 +52,36 @@ std::vector<int32_t> encode_prompt(const TextModel& m, const std::string& text, 
   const std::vector<uint32_t> ids = m.tok->encode_ids(text, add_special_tokens);
   LATHE_CHECK_ARG(!ids.empty(), "the prompt encodes to no tokens");
   return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::vector<OptionSpec> with_sampling_options(std::vector<OptionSpec> before, const std::vector<OptionSpec>& after) {
+  static const OptionSpec kSampling[] = {
+      {"--temperature", "T", "< 1e-5 (0) = greedy, else sample from softmax(logits / T); >= 0 (default: 0)"},
+      {"--top-k", "K", "keep the K most likely tokens; 0 = off (default: 0)"},
+      {"--top-p", "P", "keep the smallest set reaching probability P, in (0, 1]; 1 = off (default: 1)"},
+      {"--min-p", "P", "drop tokens below P times the top probability, in [0, 1]; 0 = off (default: 0)"},
+      {"--repetition-penalty", "R", "prompt and output tokens: logit / R if > 0, else logit * R; > 0 (default: 1)"},
+      {"--presence-penalty", "A", "logit -= A for each token already generated, in [-2, 2] (default: 0)"},
+      {"--frequency-penalty", "A", "logit -= A times its count in the output, in [-2, 2] (default: 0)"},
+      {"--seed", "S", "sampling seed, >= 0 (default: 0)"},
+  };
+  before.insert(before.end(), std::begin(kSampling), std::end(kSampling));
+  before.insert(before.end(), after.begin(), after.end());
+  return before;
+}
+
+SamplingOptions read_sampling_flags(const Args& a) {
+  SamplingOptions s;
+  s.temperature = static_cast<float>(a.number("--temperature", 0.0, {.min = 0, .max = kFloatMax}));
+  s.top_k = static_cast<int>(a.integer("--top-k", 0, 0, kIntMax));
+  s.top_p = static_cast<float>(a.number("--top-p", 1.0, {.min = 0, .max = 1, .min_open = true}));
+  s.min_p = static_cast<float>(a.number("--min-p", 0.0, {.min = 0, .max = 1}));
+  s.repetition_penalty =
+      static_cast<float>(a.number("--repetition-penalty", 1.0, {.min = 0, .max = kFloatMax, .min_open = true}));
+  s.presence_penalty = static_cast<float>(a.number("--presence-penalty", 0.0, {.min = -2, .max = 2}));
+  s.frequency_penalty = static_cast<float>(a.number("--frequency-penalty", 0.0, {.min = -2, .max = 2}));
+  s.seed = static_cast<uint64_t>(a.integer("--seed", 0, 0));
+  return s;
 }
 
 }  // namespace lathe::cli

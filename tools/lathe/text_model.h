@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
+#include "lathe/infer/generate.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/models/model.h"
 
@@ -26,5 +28,11 @@ TextModel load_text_model(const std::string& dir, const LoadOptions& opts);
 
 // Encodes `text` (special tokens as the tokenizer's post-processor adds them) as model input ids.
 std::vector<int32_t> encode_prompt(const TextModel& m, const std::string& text, bool add_special_tokens);
+
+// The sampling flags generate and chat share (--temperature, --top-k, --top-p, --min-p, the three
+// penalties, --seed): `before`, then these, then `after`, as a command's option table.
+std::vector<OptionSpec> with_sampling_options(std::vector<OptionSpec> before, const std::vector<OptionSpec>& after);
+// Reads them (each at its default when absent).
+SamplingOptions read_sampling_flags(const Args& a);
 
 }  // namespace lathe::cli
