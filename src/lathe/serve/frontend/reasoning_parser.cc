@@ -54,12 +54,12 @@ std::optional<ReasoningFormat> reasoning_format_from_string(std::string_view nam
 }
 
 bool prompt_opens_reasoning(ReasoningFormat format, std::string_view prompt) {
+  // Only the end of the prompt counts: a marker in a message's text (a user asking about <think>) must
+  // not start the output in reasoning.
   Markers m = markers_of(format);
   if (m.start.empty()) return false;
-  size_t open = prompt.rfind(m.start);
-  if (open == std::string_view::npos) return false;
-  size_t close = prompt.rfind(m.end);
-  return close == std::string_view::npos || close < open;
+  prompt = prompt.substr(0, detail::trailing_space_start(prompt, prompt.size()));
+  return prompt.size() >= m.start.size() && prompt.substr(prompt.size() - m.start.size()) == m.start;
 }
 
 ReasoningParser::ReasoningParser(ReasoningFormat format, bool starts_in_reasoning) : format_(format) {

@@ -26,10 +26,10 @@ ReasoningFormat detect_reasoning_format(std::string_view model_type, std::string
 std::string_view to_string(ReasoningFormat format);
 std::optional<ReasoningFormat> reasoning_format_from_string(std::string_view name);
 
-// Whether the rendered prompt leaves a reasoning block open, so that the output starts inside it: some
-// templates end the generation prompt with "<think>\n" (Qwen3 thinking-only releases). A closed block
-// in the prompt (Qwen3's "<think>\n\n</think>\n\n" with enable_thinking false, Gemma 4's empty
-// "<|channel>thought\n<channel|>") does not.
+// Whether the rendered prompt ends by opening a reasoning block (whitespace aside), so that the output
+// starts inside it: some templates end the generation prompt with "<think>\n" (Qwen3 thinking-only
+// releases). A closed block (Qwen3's "<think>\n\n</think>\n\n" with enable_thinking false, Gemma 4's
+// empty "<|channel>thought\n<channel|>") does not, nor does a marker earlier in the prompt.
 bool prompt_opens_reasoning(ReasoningFormat format, std::string_view prompt);
 
 struct ReasoningDelta {

@@ -113,6 +113,7 @@ TEST(ReasoningParser, PromptOpensReasoning) {
   EXPECT_FALSE(prompt_opens_reasoning(ReasoningFormat::kQwen3, "<|im_start|>assistant\n"));
   EXPECT_FALSE(prompt_opens_reasoning(ReasoningFormat::kGemma4, "<|turn>model\n<|channel>thought\n<channel|>"));
   EXPECT_TRUE(prompt_opens_reasoning(ReasoningFormat::kGemma4, "<|turn>model\n<|channel>thought\n"));
+  EXPECT_FALSE(prompt_opens_reasoning(ReasoningFormat::kQwen3, "user: what is <think>?\n<|im_start|>assistant\n"));
   EXPECT_FALSE(prompt_opens_reasoning(ReasoningFormat::kNone, "<think>\n"));
 }
 
