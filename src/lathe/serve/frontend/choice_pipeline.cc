@@ -59,10 +59,11 @@ std::optional<ChoiceDelta> ChoicePipeline::on_engine_output(const EngineOutput& 
 }
 
 void ChoicePipeline::route_text(std::string text, ChoiceDelta& delta) {
-  // The output parsers' slot. A streaming tool-call parser goes here: `ParsedDelta p = parser.feed(text)`,
-  // and once the choice is finished_ `parser.finish()` appended; p.content into delta.text, p.tool_calls
-  // into delta.tool_calls, and a finish_reason "stop" of a choice that called tools becomes "tool_calls".
-  // A reasoning parser runs before it and fills delta.reasoning. Until then all text is content (tools
+  // The output parsers' slot (their order of work: tool_call_parser.h). When the request has tools (and
+  // tool_choice is not "none") or the model reasons: ReasoningParser::feed(text) first (reasoning into
+  // delta.reasoning), its content into ToolCallParser::feed (content into delta.text, tool_calls into
+  // delta.tool_calls); once finished_, both parsers' finish() appended, and a finish_reason "stop" of a
+  // choice with n_calls() > 0 becomes "tool_calls". Until they are wired in, all text is content (tools
   // still reach the chat template).
   delta.text += text;
 }

@@ -43,8 +43,8 @@ class ChoicePipeline {
 
  private:
   // Text past the stop strings -> the delta's content, reasoning and tool calls. The output parsers
-  // plug in here (a ToolCallParser's feed(text), and finish() once finished_; a reasoning parser before
-  // it); without them the text is content. Called once per engine output, after finished_ is settled.
+  // (reasoning_parser.h, tool_call_parser.h) plug in here: feed(text), and finish() once finished_;
+  // without them the text is content. Called once per engine output, after finished_ is settled.
   void route_text(std::string text, ChoiceDelta& delta);
   TokenLogprob token_logprob(int32_t token, const SampledLogprobs& lp) const;
 
