@@ -12,31 +12,13 @@
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/io/tokenizer/tokenizer.h"
-#include "lathe/models/model.h"
+#include "lathe/models/test_text_model.h"
 
 namespace lathe {
 namespace {
 namespace fs = std::filesystem;
 
-
-// The Qwen3 fixture's architecture with the Qwen3 tokenizer's vocabulary, random weights, and the
-// tokenizer files beside it. Written once per test process.
-const std::string& text_model_dir() {
-  static const std::string dir = [] {
-    const fs::path tok = fs::path(testing::tokenizers_root()) / "qwen3";
-    if (!fs::exists(tok / "tokenizer.json")) return std::string();
-    std::ifstream in(testing::fixtures_root() + "/models/qwen3/config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    config["vocab_size"] = 151936;  // Qwen3's embedding rows (the tokenizer has 151669 ids)
-    config["max_position_embeddings"] = 512;
-    config["eos_token_id"] = 151645;  // <|im_end|>
-    const std::string out = testing::scratch_dir("qwen3_text_model");
-    Model::create(config.dump(), 7)->save(out);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tok / f, fs::path(out) / f);
-    return out;
-  }();
-  return dir;
-}
+const std::string& text_model_dir() { return testing::qwen3_text_model_dir(); }
 
 // Runs a shell command; exit code and stdout only (stderr, with the speed lines, is dropped).
 std::pair<int, std::string> run_stdout(const std::string& cmd) { return testing::run_shell("(" + cmd + " 2>/dev/null)"); }

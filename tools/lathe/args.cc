@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
+#include <utility>
 
 #include "lathe/base/context.h"
 #include "lathe/base/thread_pool.h"
@@ -186,6 +188,26 @@ double Args::number(const std::string& opt, double fallback, const Range& range)
   LATHE_CHECK_ARG(!overflow && above_min && below_max, "option ", opt, ": ", v, " is out of range (accepted: ",
                   describe(range), ")");
   return x;
+}
+
+int64_t Args::bytes(const std::string& opt, int64_t fallback) const {
+  if (!has(opt)) return fallback;
+  const std::string& v = values_.at(opt);
+  const std::string expects = "a byte count such as 2GiB, 512MiB, 1.5G, 500MB or 1048576";
+  char* end = nullptr;
+  errno = 0;
+  const double x = starts_like_number(v) ? std::strtod(v.c_str(), &end) : -1;
+  LATHE_CHECK_ARG(starts_like_number(v) && end && end != v.c_str() && std::isfinite(x) && errno != ERANGE && x >= 0,
+                  "option ", opt, " expects ", expects, ", got '", v, "'");
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},        {"b", 1},         {"k", 0x1p10}, {"kib", 0x1p10}, {"m", 0x1p20}, {"mib", 0x1p20}, {"g", 0x1p30},
+      {"gib", 0x1p30}, {"t", 0x1p40},    {"tib", 0x1p40}, {"kb", 1e3},     {"mb", 1e6},   {"gb", 1e9},     {"tb", 1e12}};
+  const std::string unit = lower(end);
+  const auto it = std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return unit == u.first; });
+  LATHE_CHECK_ARG(it != std::end(kUnits), "option ", opt, " expects ", expects, ", got '", v, "' (unknown unit '", end, "')");
+  const double n = std::floor(x * it->second);
+  LATHE_CHECK_ARG(n < 0x1p63, "option ", opt, ": ", v, " is out of range (at most 2^63 - 1 bytes)");
+  return static_cast<int64_t>(n);
 }
 
 int Args::threads() const {

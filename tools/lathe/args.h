@@ -59,6 +59,9 @@ class Args {
                   int64_t max = std::numeric_limits<int64_t>::max()) const;
   // A finite number in `range` (NaN and infinities are rejected).
   double number(const std::string& opt, double fallback, const Range& range = {}) const;
+  // A byte count >= 0: a number with an optional unit, KiB MiB GiB TiB (or K M G T: powers of 1024) or
+  // KB MB GB TB (powers of 1000), case-insensitive, e.g. 2GiB, 1.5G, 512MB, 1048576; rounded down.
+  int64_t bytes(const std::string& opt, int64_t fallback) const;
   // --threads N: 0 or absent = LATHE_NUM_THREADS, else all hardware threads (a ThreadPool's 0).
   int threads() const;
 

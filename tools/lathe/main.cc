@@ -12,6 +12,7 @@ namespace lathe::cli {
 int cmd_info(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
@@ -25,6 +26,7 @@ int cmd_bench(int argc, char** argv);
 const CommandSpec& info_spec();
 const CommandSpec& generate_spec();
 const CommandSpec& chat_spec();
+const CommandSpec& serve_spec();
 const CommandSpec& verify_spec();
 const CommandSpec& tokenize_spec();
 const CommandSpec& detokenize_spec();
@@ -56,10 +58,10 @@ void usage() {
       "       lathe --version\n"
       "\n"
       "commands:\n";
-  for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &verify_spec(), &tokenize_spec(), &detokenize_spec(),
-                                  &data_synth_spec(), &data_prepare_spec(), &pretrain_spec(), &plot_spec(), &checkpoint_verify_spec(),
-                                  &chat_template_spec(), &bench_roofline_spec(), &bench_tier_spec(),
-                                  &bench_serve_spec()})
+  for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
+                                  &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
+                                  &pretrain_spec(), &plot_spec(), &checkpoint_verify_spec(), &chat_template_spec(),
+                                  &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
     s += help_overview(*spec);
   s +=
       "\n"
@@ -80,6 +82,7 @@ int run_command(int argc, char** argv) {
     if (cmd == "info") return lathe::cli::cmd_info(argc, argv);
     if (cmd == "generate") return lathe::cli::cmd_generate(argc, argv);
     if (cmd == "chat") return lathe::cli::cmd_chat(argc, argv);
+    if (cmd == "serve") return lathe::cli::cmd_serve(argc, argv);
     if (cmd == "verify") return lathe::cli::cmd_verify(argc, argv);
     if (cmd == "tokenize") return lathe::cli::cmd_tokenize(argc, argv);
     if (cmd == "detokenize") return lathe::cli::cmd_detokenize(argc, argv);

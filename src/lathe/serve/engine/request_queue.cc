@@ -125,4 +125,31 @@ bool OutputStream::finished() const {
   return ready_.empty() && n_open_ <= 0;
 }
 
+void RequestIdMap::open(const std::string& key) {
+  std::lock_guard lock(mu_);
+  ids_[key].clear();
+}
+
+bool RequestIdMap::add(const std::string& key, uint64_t engine_id) {
+  std::lock_guard lock(mu_);
+  const auto it = ids_.find(key);
+  if (it == ids_.end()) return false;
+  it->second.push_back(engine_id);
+  return true;
+}
+
+std::vector<uint64_t> RequestIdMap::take(const std::string& key) {
+  std::lock_guard lock(mu_);
+  const auto it = ids_.find(key);
+  if (it == ids_.end()) return {};
+  std::vector<uint64_t> ids = std::move(it->second);
+  ids_.erase(it);
+  return ids;
+}
+
+size_t RequestIdMap::size() const {
+  std::lock_guard lock(mu_);
+  return ids_.size();
+}
+
 }  // namespace lathe

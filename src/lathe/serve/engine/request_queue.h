@@ -1,7 +1,7 @@
 // Every mutex and condition variable of the serving engine (STYLE §15): the RequestQueue between the
 // frontend threads and the engine loop (requests, aborts, stop, health probes, the metrics snapshot),
-// and the OutputStream a submitter reads its tokens from. The scheduler, KV manager and runner behind
-// the loop are single-threaded.
+// the OutputStream a submitter reads its tokens from, and the RequestIdMap from a frontend's request ids
+// to the engine's. The scheduler, KV manager and runner behind the loop are single-threaded.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,8 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lathe/serve/engine/engine_metrics.h"
@@ -95,6 +97,24 @@ class OutputStream {
   std::condition_variable cv_;
   std::deque<EngineOutput> ready_;
   int n_open_;
+};
+
+// A frontend's request ids (the HTTP response id: a string) -> the engine ids of the engine requests it
+// submitted for each (one per prompt of a completion), so a client's abort reaches the engine. Entries
+// are opened before the first submit and taken when the request finishes or is aborted, from any thread.
+class RequestIdMap {
+ public:
+  void open(const std::string& key);  // a new, empty entry (keys are unique: a reused one is reset)
+  // Records an engine id under `key`; false when the entry is gone (aborted or finished meanwhile): the
+  // caller then aborts `engine_id` itself.
+  bool add(const std::string& key, uint64_t engine_id);
+  // Removes the entry: its engine ids (none for an unknown key).
+  std::vector<uint64_t> take(const std::string& key);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::vector<uint64_t>> ids_;
 };
 
 }  // namespace lathe

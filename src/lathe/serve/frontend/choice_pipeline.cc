@@ -1,0 +1,82 @@
+#include "lathe/serve/frontend/choice_pipeline.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace lathe::serve {
+namespace {
+
+// A token's own text for logprobs: special tokens spelled out (as vLLM reports them), a byte that is
+// part of a character as the tokenizer decodes it alone.
+std::string token_text(const tokenizer::Tokenizer& tok, int32_t id) {
+  const uint32_t ids[1] = {static_cast<uint32_t>(id)};
+  return tok.decode(ids, /*skip_special_tokens=*/false);
+}
+
+}  // namespace
+
+ChoicePipeline::ChoicePipeline(const tokenizer::Tokenizer& tok, const ChoiceTextOptions& options, std::string echo)
+    : tok_(tok),
+      options_(options),
+      decoder_(tok, options.skip_special_tokens),
+      stops_(options.stop, options.include_stop_str_in_output),
+      echo_(std::move(echo)) {}
+
+std::optional<ChoiceDelta> ChoicePipeline::on_engine_output(const EngineOutput& o) {
+  if (finished_) return std::nullopt;
+  ChoiceDelta d;
+  std::string text;
+  if (o.token) {
+    ++n_tokens_;
+    if (options_.logprobs && o.logprobs) d.logprobs.push_back(token_logprob(*o.token, *o.logprobs));
+    // As vLLM's detokenizer: the EOS or stop id that ended the choice adds no text unless
+    // include_stop_str_in_output (it is still a completion token).
+    const bool ended_by_this_token = o.stop_token && *o.stop_token == *o.token;
+    if (!ended_by_this_token || options_.include_stop_str_in_output) {
+      StopStringMatcher::Output out = stops_.push(decoder_.push(static_cast<uint32_t>(*o.token)));
+      text = std::move(out.text);
+      if (out.stopped) {
+        finished_ = stopped_by_string_ = true;
+        d.finish_reason = "stop";
+      }
+    }
+  }
+  if (!finished_ && o.finish) {
+    finished_ = true;
+    // Text held back as a possible stop string's start is the output's end now; an aborted choice's
+    // client is gone or the server is stopping, so nothing more is sent for it.
+    if (*o.finish != FinishReason::kAbort) text += stops_.flush();
+    d.finish_reason = std::string(finish_reason_name(*o.finish));  // sched_request.h: OpenAI's names
+  }
+  route_text(std::move(text), d);
+  if (!echo_.empty()) {
+    d.text = std::move(echo_) + d.text;
+    echo_.clear();
+  }
+  if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() && d.logprobs.empty() && !d.finish_reason)
+    return std::nullopt;
+  return d;
+}
+
+void ChoicePipeline::route_text(std::string text, ChoiceDelta& delta) {
+  // The output parsers' slot (their order of work: tool_call_parser.h). When the request has tools (and
+  // tool_choice is not "none") or the model reasons: ReasoningParser::feed(text) first (reasoning into
+  // delta.reasoning), its content into ToolCallParser::feed (content into delta.text, tool_calls into
+  // delta.tool_calls); once finished_, both parsers' finish() appended, and a finish_reason "stop" of a
+  // choice with n_calls() > 0 becomes "tool_calls". Until they are wired in, all text is content (tools
+  // still reach the chat template).
+  delta.text += text;
+}
+
+TokenLogprob ChoicePipeline::token_logprob(int32_t token, const SampledLogprobs& lp) const {
+  TokenLogprob t{.token = token_text(tok_, token), .logprob = lp.logprob};
+  // The engine sends the top alternatives best first, with the sampled token after them when it is not
+  // among them (so the list stays sorted); keep as many as the request asked for.
+  const size_t k = options_.top_logprobs < 0 ? lp.top.size()
+                                             : std::min(lp.top.size(), static_cast<size_t>(options_.top_logprobs));
+  t.top.reserve(k);
+  for (size_t i = 0; i < k; ++i) t.top.push_back({.token = token_text(tok_, lp.top[i].token), .logprob = lp.top[i].logprob});
+  return t;
+}
+
+}  // namespace lathe::serve

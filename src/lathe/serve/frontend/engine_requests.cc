@@ -1,0 +1,143 @@
+#include "lathe/serve/frontend/engine_requests.h"
+
+#include <algorithm>
+#include <utility>
+#include <variant>
+
+#include "lathe/base/error.h"
+#include "lathe/serve/http/api_error.h"
+
+namespace lathe::serve {
+namespace {
+
+[[noreturn]] void refuse(const std::string& param, const std::string& message) {
+  throw ApiException(invalid_request(message, param));
+}
+
+// Fields the parser accepts (they are part of the API) that nothing behind the frontend implements yet.
+void refuse_unsupported(const SamplingFields& s, const RequestCommon& c) {
+  if (s.prompt_logprobs)
+    refuse("prompt_logprobs", "'prompt_logprobs' is not supported yet: the model runner does not compute prompt logprobs");
+  if (!s.allowed_token_ids.empty())
+    refuse("allowed_token_ids", "'allowed_token_ids' is not supported yet: the sampler has no token whitelist");
+  if (!s.bad_words.empty()) refuse("bad_words", "'bad_words' is not supported yet: the sampler bans no token sequences");
+  if (c.priority != 0) refuse("priority", "'priority' is not supported: the scheduler serves requests first come, first served");
+  if (!c.response_format.is_null() && c.response_format.value("type", "text") != "text")
+    refuse("response_format", "'response_format' other than {\"type\": \"text\"} needs structured output, not built yet");
+  if (!c.structured_outputs.is_null())
+    refuse("structured_outputs", "'structured_outputs' is not supported yet: no grammar-constrained decoding");
+}
+
+// An InvalidArgument of the engine's checks ("[sampling] top_p must be ...", "[engine] prompt has ...")
+// as a 400 naming the field: the first word after the "[where]" prefix.
+ApiException engine_refusal(const InvalidArgument& e, const std::string& prompt_param) {
+  std::string message = e.what();
+  if (message.rfind('[', 0) == 0 && message.find("] ") != std::string::npos) message = message.substr(message.find("] ") + 2);
+  std::string field = message.substr(0, message.find_first_of(" :"));
+  if (field == "prompt") field = prompt_param;
+  return ApiException(invalid_request(message, field));
+}
+
+void check_fits(int64_t n_prompt, int64_t max_tokens, int64_t max_model_len, const std::string& prompt_param) {
+  if (n_prompt >= max_model_len)
+    throw ApiException(context_length_exceeded(
+        str_cat("This model's maximum context length is ", max_model_len, " tokens. However, your prompt has ", n_prompt,
+                " tokens, which leaves no room for output. Please reduce the length of the prompt."),
+        prompt_param));
+  if (n_prompt + max_tokens > max_model_len)
+    throw ApiException(context_length_exceeded(
+        str_cat("This model's maximum context length is ", max_model_len, " tokens. However, you requested ",
+                n_prompt + max_tokens, " tokens (", n_prompt, " in the prompt, ", max_tokens,
+                " in the completion). Please reduce the length of the prompt or max_tokens."),
+        prompt_param));
+}
+
+// The engine request for one prompt, checked by the engine's own rules before anything is queued.
+EngineRequest engine_request(std::vector<int32_t> prompt, const SamplingFields& s, int max_tokens,
+                             const RequestCommon& common, const PrepareContext& c, const std::string& prompt_param) {
+  EngineRequest r{.prompt = std::move(prompt), .sampling = sampling_params(s, max_tokens),
+                  .cache_keys = {.cache_salt = common.cache_salt.value_or("")}};
+  try {
+    check_engine_request(r, c.model, c.max_model_len);
+  } catch (const InvalidArgument& e) {
+    throw engine_refusal(e, prompt_param);
+  }
+  return r;
+}
+
+std::vector<int32_t> encode(const tokenizer::Tokenizer& tok, const std::string& text, bool add_special_tokens,
+                            const std::string& param) {
+  const std::vector<uint32_t> ids = tok.encode_ids(text, add_special_tokens);
+  if (ids.empty()) refuse(param, str_cat("'", param, "' encodes to no tokens"));
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+ChoiceTextOptions text_options(const SamplingFields& s, int top_logprobs) {
+  return {.stop = s.stop, .include_stop_str_in_output = s.include_stop_str_in_output,
+          .skip_special_tokens = s.skip_special_tokens, .logprobs = s.logprobs.has_value(), .top_logprobs = top_logprobs};
+}
+
+}  // namespace
+
+SamplingParams sampling_params(const SamplingFields& s, int max_tokens) {
+  SamplingParams p{.n = s.n, .temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p,
+                   .presence_penalty = s.presence_penalty, .frequency_penalty = s.frequency_penalty,
+                   .repetition_penalty = s.repetition_penalty, .max_tokens = max_tokens, .min_tokens = s.min_tokens,
+                   .ignore_eos = s.ignore_eos, .stop_token_ids = s.stop_token_ids, .logprobs = s.logprobs};
+  p.logit_bias.assign(s.logit_bias.begin(), s.logit_bias.end());
+  if (s.seed) p.seed = static_cast<uint64_t>(*s.seed);  // a negative seed wraps: any 64 bits seed the generator
+  p.logprobs_mode = s.logprobs_mode == serve::LogprobsMode::kProcessed ? lathe::LogprobsMode::kProcessed
+                                                                       : lathe::LogprobsMode::kRaw;
+  return p;
+}
+
+PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareContext& c) {
+  const SamplingFields& s = r.sampling;
+  refuse_unsupported(s, r.common);
+  if (r.echo && s.logprobs)
+    refuse("echo", "'echo' with 'logprobs' needs the prompt's logprobs, which the model runner does not compute yet");
+  const int max_tokens = s.max_tokens.value_or(16);  // the parser sets OpenAI's default, 16
+  // Completions report every alternative the engine sends: the top `logprobs`, and the sampled token
+  // after them when it is not among them (OpenAI's "up to logprobs + 1").
+  PreparedGeneration g{.n = s.n, .text = text_options(s, /*top_logprobs=*/-1)};
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    const std::string param = r.prompts.size() > 1 ? str_cat("prompt[", i, "]") : std::string("prompt");
+    std::vector<int32_t> ids;
+    std::string echo;
+    if (const auto* text = std::get_if<std::string>(&r.prompts[i])) {
+      ids = encode(c.tok, *text, /*add_special_tokens=*/true, param);
+      if (r.echo) echo = *text;
+    } else {
+      ids = std::get<std::vector<int32_t>>(r.prompts[i]);
+      if (ids.empty()) refuse(param, str_cat("'", param, "' must not be empty"));
+      if (r.echo) echo = c.tok.decode(std::vector<uint32_t>(ids.begin(), ids.end()), /*skip_special_tokens=*/false);
+    }
+    check_fits(static_cast<int64_t>(ids.size()), max_tokens, c.max_model_len, param);
+    g.prompt_tokens += static_cast<int64_t>(ids.size());
+    g.requests.push_back(engine_request(std::move(ids), s, max_tokens, r.common, c, param));
+    g.echo.push_back(std::move(echo));
+  }
+  return g;
+}
+
+PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareContext& c) {
+  const SamplingFields& s = r.sampling;
+  refuse_unsupported(s, r.common);
+  if (r.tool_choice.is_object() || r.tool_choice == "required")
+    refuse("tool_choice", "'tool_choice' \"required\" or a named function needs grammar-constrained decoding, not built "
+                          "yet (\"auto\" and \"none\" work)");
+  if (!c.chat) refuse("messages", "this model has no chat template (tokenizer_config.json has no 'chat_template'); use /v1/completions");
+  // The template writes the special tokens itself (as transformers' apply_chat_template, which
+  // tokenises the rendered text without adding them again).
+  std::vector<int32_t> ids = encode(c.tok, c.chat->render(r), /*add_special_tokens=*/false, "messages");
+  const int64_t n_prompt = static_cast<int64_t>(ids.size());
+  // Chat's default output cap is the rest of the context (spec §6).
+  const int64_t max_tokens = s.max_tokens ? *s.max_tokens : std::max<int64_t>(1, c.max_model_len - n_prompt);
+  check_fits(n_prompt, max_tokens, c.max_model_len, "messages");
+  PreparedGeneration g{.n = s.n, .prompt_tokens = n_prompt, .text = text_options(s, s.logprobs.value_or(0))};
+  g.requests.push_back(engine_request(std::move(ids), s, static_cast<int>(max_tokens), r.common, c, "messages"));
+  g.echo.emplace_back();
+  return g;
+}
+
+}  // namespace lathe::serve

@@ -1,0 +1,74 @@
+#include "lathe/serve/frontend/generation_tracker.h"
+
+#include <utility>
+
+namespace lathe::serve {
+
+ApiError engine_failure(const std::string& error) {
+  // Engine::admit reports the scheduler's InvalidArgument: the only refusal left after submit's checks
+  // is the output reservation that no amount of waiting can make fit.
+  if (error.find("[Scheduler::add_request]") != std::string::npos)
+    return invalid_request("The request cannot fit in the server's KV cache: " + error, "max_tokens");
+  return server_error("The engine failed: " + error);
+}
+
+GenerationTracker::GenerationTracker(const tokenizer::Tokenizer& tok, const PreparedGeneration& g)
+    : n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n, .frontend_open = g.n}) {
+  choices_.reserve(g.requests.size() * static_cast<size_t>(g.n));
+  for (size_t p = 0; p < g.requests.size(); ++p)
+    for (int i = 0; i < g.n; ++i) choices_.emplace_back(tok, g.text, g.echo[p]);
+  open_ = static_cast<int64_t>(choices_.size());
+  usage_.prompt_tokens = g.prompt_tokens;
+  // cached_tokens stays 0: the engine's outputs do not say how many of a request's prompt tokens its
+  // prefix-cache hit covered (the scheduler knows it at admission, as NewSeqData::num_computed_tokens,
+  // but neither SeqOutput nor EngineOutput carries it), and the engine-wide prefix_cache_hits counter
+  // cannot be split per request.
+  usage_.cached_tokens = 0;
+}
+
+GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const EngineOutput& o) {
+  PromptState& ps = prompts_[prompt];
+  if (o.finish) --ps.engine_open;
+  Step step;
+  if (finished_) return step;
+  if (!o.error.empty()) {
+    step.event = fail(engine_failure(o.error));
+    return step;
+  }
+  const int index = static_cast<int>(prompt) * n_ + o.index;
+  ChoicePipeline& choice = choices_[static_cast<size_t>(index)];
+  const bool was_open = !choice.finished();
+  const int64_t tokens_before = choice.n_tokens();
+  std::optional<ChoiceDelta> delta = choice.on_engine_output(o);
+  usage_.completion_tokens += choice.n_tokens() - tokens_before;
+  if (was_open && choice.finished()) {
+    --open_;
+    --ps.frontend_open;
+  }
+  if (ps.frontend_open == 0 && ps.engine_open > 0 && !ps.abort_sent) {
+    ps.abort_sent = true;
+    step.abort_engine_request = true;
+  }
+  finished_ = open_ == 0;
+  if (!delta && !finished_) return step;
+  GenerationOutput out{.finished = finished_, .usage = usage_};
+  if (delta) {
+    delta->index = index;
+    out.choices.push_back(std::move(*delta));
+  }
+  step.event = std::move(out);
+  return step;
+}
+
+GenerationOutput GenerationTracker::fail(ApiError error) {
+  finished_ = true;
+  return {.finished = true, .usage = usage_, .error = std::move(error)};
+}
+
+bool GenerationTracker::engine_running() const {
+  for (const PromptState& p : prompts_)
+    if (p.engine_open > 0) return true;
+  return false;
+}
+
+}  // namespace lathe::serve

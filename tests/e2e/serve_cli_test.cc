@@ -1,0 +1,204 @@
+// `lathe serve` end to end over loopback on the random Qwen3 text model with the real Qwen3 tokenizer
+// (skipped without it): start the binary on --port 0, read the bound port from its output, POST a
+// completion and a streamed chat completion with usage, check /health, /v1/models and /metrics, then
+// SIGTERM it: it drains, says so, and exits 0. Also the start-up refusal of a context the KV budget
+// cannot hold.
+#include <httplib.h>
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cli_run.h"
+#include "lathe/models/test_text_model.h"
+
+namespace lathe {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits until the server's log names its address: the port, or 0 when it exited or timed out first.
+int wait_for_port(pid_t pid, const std::string& log, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:([0-9]+))");
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::smatch m;
+    const std::string text = read_file(log);
+    if (std::regex_search(text, m, listening)) return std::stoi(m[1].str());
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
+}
+
+// The `data: ` payloads of an SSE body, [DONE] included.
+std::vector<std::string> sse_payloads(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+  return out;
+}
+
+class ServeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::qwen3_text_model_dir();
+    if (dir_.empty()) GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root();
+    log_ = testing::scratch_dir("serve_cli") + "/serve.log";
+  }
+  void TearDown() override {
+    if (pid_ > 0) testing::kill_and_reap(pid_);
+  }
+  // Starts `lathe serve` on a free port; the port (a failed test when it does not come up).
+  int start(const std::string& extra_args) {
+    pid_ = testing::spawn_lathe_logged("serve " + dir_ + " --port 0 --threads 1 --served-model-name tiny " + extra_args, log_);
+    EXPECT_GT(pid_, 0);
+    const int port = wait_for_port(pid_, log_, std::chrono::seconds(60));
+    EXPECT_GT(port, 0) << read_file(log_);
+    return port;
+  }
+  // SIGTERMs the server; its exit code (-1: killed by a signal or still running after the timeout).
+  int stop() {
+    ::kill(pid_, SIGTERM);
+    const int code = testing::wait_exit(pid_, std::chrono::seconds(30));
+    pid_ = -1;
+    return code;
+  }
+
+  std::string dir_, log_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ServeCli, ServesCompletionsChatHealthModelsMetricsAndDrainsOnSigterm) {
+  const int port = start("--api-key sesame --max-model-len 256 --kv-cache-memory 16MiB");
+  ASSERT_GT(port, 0);
+  const std::string log_at_start = read_file(log_);
+  EXPECT_NE(log_at_start.find("KV cache: "), std::string::npos) << log_at_start;
+  EXPECT_NE(log_at_start.find("max concurrency at max_model_len 256"), std::string::npos) << log_at_start;
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(30, 0);
+  const httplib::Headers auth = {{"Authorization", "Bearer sesame"}};
+
+  auto health = cli.Get("/health");
+  ASSERT_TRUE(health) << httplib::to_string(health.error());
+  EXPECT_EQ(health->status, 200);
+  auto models = cli.Get("/v1/models", auth);
+  ASSERT_TRUE(models);
+  ASSERT_EQ(models->status, 200) << models->body;
+  const nlohmann::json m = nlohmann::json::parse(models->body);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  EXPECT_EQ(m["data"][0]["max_model_len"], 256);
+  EXPECT_EQ(cli.Get("/v1/models")->status, 401);  // the key is required on /v1/*
+
+  const nlohmann::json completion = {{"model", "tiny"}, {"prompt", "The quick brown fox"}, {"max_tokens", 5},
+                                     {"temperature", 0}, {"ignore_eos", true}};
+  auto res = cli.Post("/v1/completions", auth, completion.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const nlohmann::json c = nlohmann::json::parse(res->body);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 5);
+  EXPECT_TRUE(c["choices"][0]["text"].is_string());
+
+  const nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "Name a colour."}}}}, {"max_tokens", 4},
+                               {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  res = cli.Post("/v1/chat/completions", auth, chat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  const std::vector<std::string> events = sse_payloads(res->body);
+  ASSERT_GE(events.size(), 3u) << res->body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  const nlohmann::json first = nlohmann::json::parse(events.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["usage"].is_null());
+  const nlohmann::json usage = nlohmann::json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 4);
+  EXPECT_GT(usage["usage"]["prompt_tokens"].get<int>(), 5);
+  bool finished = false;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const nlohmann::json e = nlohmann::json::parse(events[i]);
+    if (!e["choices"].empty() && e["choices"][0]["finish_reason"] == "length") finished = true;
+  }
+  EXPECT_TRUE(finished) << res->body;
+
+  const std::string too_long(3000, 'a');  // far more tokens than 256
+  res = cli.Post("/v1/completions", auth, nlohmann::json({{"prompt", too_long}}).dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("context_length_exceeded"), std::string::npos) << res->body;
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the engine loop's next metrics publish
+  auto metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("vllm:generation_tokens_total{model_name=\"tiny\"} 9"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("vllm:kv_cache_usage_perc"), std::string::npos);
+
+  EXPECT_EQ(stop(), 0) << read_file(log_);
+  const std::string log = read_file(log_);
+  EXPECT_NE(log.find("draining"), std::string::npos) << log;
+  EXPECT_NE(log.find("drained and stopped"), std::string::npos) << log;
+}
+
+// A request in flight when SIGTERM arrives still completes before the server exits.
+TEST_F(ServeCli, SigtermLetsTheRequestInFlightFinish) {
+  const int port = start("--max-model-len 512");
+  ASSERT_GT(port, 0);
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(60, 0);
+  int status = 0;  // 0: no answer
+  std::string body;
+  std::thread client([&] {
+    const nlohmann::json request = {{"prompt", "Tell me"}, {"max_tokens", 300}, {"ignore_eos", true}};
+    if (httplib::Result res = cli.Post("/v1/completions", request.dump(), "application/json")) {
+      status = res->status;
+      body = res->body;
+    }
+  });
+  // Wait until the engine runs it (/metrics: one running request), then SIGTERM.
+  httplib::Client probe("127.0.0.1", port);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto mt = probe.Get("/metrics");
+    if (mt && mt->body.find("vllm:num_requests_running{model_name=\"tiny\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid_, SIGTERM);
+  client.join();
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(nlohmann::json::parse(body)["usage"]["completion_tokens"], 300);
+  EXPECT_EQ(testing::wait_exit(pid_, std::chrono::seconds(30)), 0) << read_file(log_);
+  pid_ = -1;
+  EXPECT_NE(read_file(log_).find("1 requests in flight"), std::string::npos) << read_file(log_);
+}
+
+TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
+  auto r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 512 --kv-cache-memory 64KiB");
+  EXPECT_TRUE(testing::is_clean_error(r, "max_model_len 512")) << r.second;
+  EXPECT_NE(r.second.find("usable blocks"), std::string::npos) << r.second;
+  r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --max-model-len 4096");
+  EXPECT_TRUE(testing::is_clean_error(r, "max_position_embeddings (512)")) << r.second;
+  r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-memory 2XB");
+  EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
+}
+
+}  // namespace
+}  // namespace lathe
