@@ -6,7 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "lathe/autograd/node.h"
@@ -34,6 +36,7 @@ constexpr double kLr = 1e-2;
 // p > exp(-0.25) = 0.78 > 1/2 under teacher forcing, so it is the argmax with a logit margin of at least
 // log(0.78 / 0.22) = 1.27, far above any difference between the training forward and the KV-cached one.
 constexpr double kSumLossTarget = 0.25;
+constexpr int64_t kContext = 512;  // max_position_embeddings, as the random text model's
 constexpr int kThreads = 1;  // fixed, so the steps (and the weights) are the same on every machine
 
 std::vector<int32_t> to_i32(const std::vector<uint32_t>& ids) { return {ids.begin(), ids.end()}; }
@@ -58,6 +61,7 @@ ToolCallModel make_tool_call_model() {
   answer_ids.push_back(kImEnd);
   const auto P = static_cast<int64_t>(prompt_ids.size()), M = static_cast<int64_t>(answer_ids.size());
   r.prompt_tokens = static_cast<int>(P);
+  LATHE_CHECK_ARG(P + M <= kContext, "the tool-call conversation (", P + M, " tokens) exceeds the model's context");
 
   // One row of the P + M - 1 input tokens; outputs only at the rows that predict an answer token.
   std::vector<int32_t> inputs = prompt_ids;
@@ -72,10 +76,9 @@ ToolCallModel make_tool_call_model() {
   std::ifstream in(fixtures_root() + "/models/qwen3/config.json");
   nlohmann::json config = nlohmann::json::parse(in);
   config["vocab_size"] = 151936;  // Qwen3's embedding rows (the tokenizer has 151669 ids)
-  config["max_position_embeddings"] = 512;
+  config["max_position_embeddings"] = kContext;
   config["eos_token_id"] = kImEnd;
   std::unique_ptr<Model> model = Model::create(config.dump(), 11);
-  LATHE_CHECK_ARG(P + M <= 512, "the tool-call conversation (", P + M, " tokens) exceeds the model's context");
 
   model->set_requires_grad(true);
   train::AdamW opt(train::optim_params(*model, /*decay_embeddings=*/false),
