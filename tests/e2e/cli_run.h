@@ -12,6 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -70,6 +73,23 @@ inline int wait_exit(pid_t pid, std::chrono::seconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Waits until the log of a server started by spawn_lathe_logged names its address ("listening on
+// http://HOST:PORT", as `lathe serve --port 0` prints it): the port, or 0 when the server exited or
+// `timeout` passed first.
+inline int wait_for_listening_port(pid_t pid, const std::string& log, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::regex listening(R"(listening on http://[^ :]+:([0-9]+))");
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    if (std::regex_search(text, m, listening)) return std::stoi(m[1].str());
+    if (waitpid(pid, nullptr, WNOHANG) != 0) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return 0;
 }
 
 // SIGKILLs pid and reaps it; true when the signal is what ended it (it had not finished on its own).
