@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "args.h"
 #include "lathe/base/context.h"
@@ -41,6 +43,8 @@ const CommandSpec& serve_spec() {
           {"--drain-timeout", "S", "seconds a drain waits for requests in flight, >= 0 (default: 30)"},
           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+          {"--tool-call-parser", "NAME", "tool-call output format: auto, none, hermes, llama3_json, mistral, gemma4 (default: auto, from the chat template)"},
+          {"--reasoning-parser", "NAME", "reasoning output format: auto, none, qwen3, gemma4 (default: auto, from the chat template)"},
       }};
   return spec;
 }
@@ -100,6 +104,16 @@ void drain_and_stop(serve::HttpServer& server, Engine& engine, const sigset_t& s
   std::fprintf(stderr, "lathe serve: drained and stopped\n");
 }
 
+// --tool-call-parser / --reasoning-parser: nullopt for "auto" (absent), else the named format.
+template <typename Format>
+std::optional<Format> parser_flag(const Args& a, const char* flag, std::optional<Format> (*parse)(std::string_view)) {
+  const std::string name = a.str(flag, "auto");
+  if (name == "auto") return std::nullopt;
+  const std::optional<Format> format = parse(name);
+  LATHE_CHECK_ARG(format.has_value(), "option ", flag, ": unknown format '", name, "'");
+  return format;
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -136,7 +150,13 @@ int cmd_serve(int argc, char** argv) {
   Engine engine(*m.model, config);
   std::fprintf(stderr, "lathe serve: %s; %s\n", engine.capacity_summary().c_str(),
                concurrency_line(engine, config.block_size).c_str());
-  serve::EngineBackend backend(engine, *m.tok, m.tokenizer_config, {.model_name = http.served_model_names[0]});
+  serve::EngineBackend backend(engine, *m.tok, m.tokenizer_config,
+                               {.model_name = http.served_model_names[0],
+                                .tool_call_parser = parser_flag(a, "--tool-call-parser", serve::tool_call_format_from_string),
+                                .reasoning_parser = parser_flag(a, "--reasoning-parser", serve::reasoning_format_from_string)});
+  std::fprintf(stderr, "lathe serve: output parsers: tool calls %s, reasoning %s\n",
+               std::string(serve::to_string(backend.tool_call_format())).c_str(),
+               std::string(serve::to_string(backend.reasoning_format())).c_str());
   serve::HttpServer server(backend, http);
   server.start();
   std::printf("lathe serve: %s listening on http://%s:%d\n", http.served_model_names[0].c_str(), http.host.c_str(),

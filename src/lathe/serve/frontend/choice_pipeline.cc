@@ -13,14 +13,27 @@ std::string token_text(const tokenizer::Tokenizer& tok, int32_t id) {
   return tok.decode(ids, /*skip_special_tokens=*/false);
 }
 
+// Whether an active output parser's markers are special tokens, which skip_special_tokens would drop
+// before the parser sees them: Llama 3's <|python_tag|>, Mistral's [TOOL_CALLS], Gemma 4's <|tool_call>
+// and <|channel> (tool_call_parser.h). Qwen3's <tool_call> and <think> are ordinary added tokens, so
+// Qwen3 output keeps skipping the special ones.
+bool parser_reads_special_tokens(const ChoiceTextOptions& o) {
+  const bool special_tool_markers = o.tool_calls == ToolCallFormat::kLlama3Json ||
+                                    o.tool_calls == ToolCallFormat::kMistral || o.tool_calls == ToolCallFormat::kGemma4;
+  return special_tool_markers || o.reasoning == ReasoningFormat::kGemma4;
+}
+
 }  // namespace
 
 ChoicePipeline::ChoicePipeline(const tokenizer::Tokenizer& tok, const ChoiceTextOptions& options, std::string echo)
     : tok_(tok),
       options_(options),
-      decoder_(tok, options.skip_special_tokens),
+      decoder_(tok, options.skip_special_tokens && !parser_reads_special_tokens(options)),
       stops_(options.stop, options.include_stop_str_in_output),
-      echo_(std::move(echo)) {}
+      echo_(std::move(echo)) {
+  if (options.reasoning != ReasoningFormat::kNone) reasoning_.emplace(options.reasoning, options.starts_in_reasoning);
+  if (options.tool_calls != ToolCallFormat::kNone) tool_calls_.emplace(options.tool_calls, nullptr);  // random call ids
+}
 
 std::optional<ChoiceDelta> ChoicePipeline::on_engine_output(const EngineOutput& o) {
   if (finished_) return std::nullopt;
@@ -59,13 +72,39 @@ std::optional<ChoiceDelta> ChoicePipeline::on_engine_output(const EngineOutput& 
 }
 
 void ChoicePipeline::route_text(std::string text, ChoiceDelta& delta) {
-  // The output parsers' slot (their order of work: tool_call_parser.h). When the request has tools (and
-  // tool_choice is not "none") or the model reasons: ReasoningParser::feed(text) first (reasoning into
-  // delta.reasoning), its content into ToolCallParser::feed (content into delta.text, tool_calls into
-  // delta.tool_calls); once finished_, both parsers' finish() appended, and a finish_reason "stop" of a
-  // choice with n_calls() > 0 becomes "tool_calls". Until they are wired in, all text is content (tools
-  // still reach the chat template).
-  delta.text += text;
+  if (!reasoning_) {
+    route_content(std::move(text), delta);
+    return;
+  }
+  ReasoningDelta r = reasoning_->feed(text);
+  if (finished_) {
+    ReasoningDelta rest = reasoning_->finish();
+    r.reasoning += rest.reasoning;
+    r.content += rest.content;
+  }
+  delta.reasoning += r.reasoning;
+  route_content(std::move(r.content), delta);
+}
+
+void ChoicePipeline::route_content(std::string content, ChoiceDelta& delta) {
+  if (!tool_calls_) {
+    delta.text += content;
+    return;
+  }
+  ParsedDelta p = tool_calls_->feed(content);
+  if (finished_) {
+    ParsedDelta rest = tool_calls_->finish();
+    p.content += rest.content;
+    for (ToolCallDelta& call : rest.tool_calls) p.tool_calls.push_back(std::move(call));
+  }
+  delta.text += p.content;
+  for (ToolCallDelta& call : p.tool_calls) {
+    if (options_.single_tool_call && call.index > 0) continue;  // parallel_tool_calls: false
+    delta.tool_calls.push_back(std::move(call));
+  }
+  // A choice that called a tool and then ended by itself (EOS or a stop) finished to call it (OpenAI's
+  // "tool_calls"); "length" stays: the output was cut.
+  if (tool_calls_->n_calls() > 0 && delta.finish_reason == "stop") delta.finish_reason = "tool_calls";
 }
 
 TokenLogprob ChoicePipeline::token_logprob(int32_t token, const SampledLogprobs& lp) const {

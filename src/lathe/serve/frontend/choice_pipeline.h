@@ -12,6 +12,8 @@
 #include "lathe/infer/stop_strings.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/serve/engine/engine_request.h"
+#include "lathe/serve/frontend/reasoning_parser.h"
+#include "lathe/serve/frontend/tool_call_parser.h"
 #include "lathe/serve/http/output.h"
 
 namespace lathe::serve {
@@ -22,6 +24,12 @@ struct ChoiceTextOptions {
   bool skip_special_tokens = true;          // special tokens add no text
   bool logprobs = false;                    // report each token's logprob (the engine sends them)
   int top_logprobs = 0;                     // alternatives reported per token, best first; -1: all the engine sent
+  // Output parsers (chat only). Where a format's markers are special tokens (Llama 3, Mistral, Gemma 4),
+  // special tokens are kept in the text while its parser is on (tool_call_parser.h).
+  ToolCallFormat tool_calls = ToolCallFormat::kNone;  // the request has tools and tool_choice is not "none"
+  bool single_tool_call = false;                      // parallel_tool_calls: false: calls after the first are dropped
+  ReasoningFormat reasoning = ReasoningFormat::kNone;
+  bool starts_in_reasoning = false;                   // the rendered prompt opened the reasoning block
 };
 
 class ChoicePipeline {
@@ -42,16 +50,19 @@ class ChoicePipeline {
   int64_t n_tokens() const { return n_tokens_; }
 
  private:
-  // Text past the stop strings -> the delta's content, reasoning and tool calls. The output parsers
-  // (reasoning_parser.h, tool_call_parser.h) plug in here: feed(text), and finish() once finished_;
-  // without them the text is content. Called once per engine output, after finished_ is settled.
+  // Text past the stop strings -> the delta's content, reasoning and tool calls: the reasoning parser
+  // first, its content through the tool-call parser; both finish() once finished_. Without parsers the
+  // text is content. Called once per engine output, after finished_ is settled.
   void route_text(std::string text, ChoiceDelta& delta);
+  void route_content(std::string content, ChoiceDelta& delta);  // the tool-call parser's part
   TokenLogprob token_logprob(int32_t token, const SampledLogprobs& lp) const;
 
   const tokenizer::Tokenizer& tok_;
   ChoiceTextOptions options_;
   tokenizer::StreamDecoder decoder_;
   StopStringMatcher stops_;
+  std::optional<ReasoningParser> reasoning_;  // set when options_.reasoning is not kNone
+  std::optional<ToolCallParser> tool_calls_;  // set when options_.tool_calls is not kNone
   std::string echo_;       // sent with the first delta, then cleared
   int64_t n_tokens_ = 0;
   bool finished_ = false;

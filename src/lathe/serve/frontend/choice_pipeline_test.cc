@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "lathe/io/test_paths.h"
 
@@ -140,6 +141,94 @@ TEST(ChoicePipeline, AbortFinishesWithoutText) {
   EXPECT_EQ(d->finish_reason, "abort");
   EXPECT_EQ(d->text, "");
   EXPECT_EQ(p.n_tokens(), 1);
+}
+
+}  // namespace
+}  // namespace lathe::serve
+
+namespace lathe::serve {
+namespace {
+
+// Feeds every id, the last one finishing with `finish`; every delta.
+std::vector<ChoiceDelta> feed_deltas(ChoicePipeline& p, const std::vector<uint32_t>& ids, FinishReason finish) {
+  std::vector<ChoiceDelta> deltas;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EngineOutput o = token_output(ids[i]);
+    if (i + 1 == ids.size()) o.finish = finish;
+    if (std::optional<ChoiceDelta> d = p.on_engine_output(o)) deltas.push_back(std::move(*d));
+  }
+  return deltas;
+}
+
+TEST(ChoicePipeline, ToolCallParserTurnsTheModelsCallIntoToolCalls) {
+  const auto tok = qwen3_tokenizer();
+  LATHE_NEED_TOKENIZER(tok);
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  ChoicePipeline p(*tok, {.tool_calls = ToolCallFormat::kHermes});
+  const std::vector<ChoiceDelta> deltas = feed_deltas(p, tok->encode_ids(text, false), FinishReason::kStop);
+  std::string content, arguments;
+  std::vector<ToolCallDelta> firsts;  // the deltas that open a call (they carry its name)
+  for (const ChoiceDelta& d : deltas) {
+    content += d.text;
+    for (const ToolCallDelta& c : d.tool_calls) {
+      if (!c.name.empty()) firsts.push_back(c);
+      arguments += c.arguments;
+    }
+  }
+  EXPECT_EQ(content, "Let me check.");
+  ASSERT_EQ(firsts.size(), 1u);
+  EXPECT_EQ(firsts[0].name, "get_weather");
+  EXPECT_EQ(firsts[0].index, 0);
+  EXPECT_EQ(firsts[0].id.rfind("call_", 0), 0u) << firsts[0].id;
+  EXPECT_EQ(nlohmann::json::parse(arguments), nlohmann::json::parse(R"({"city": "Paris"})"));
+  ASSERT_FALSE(deltas.empty());
+  EXPECT_EQ(deltas.back().finish_reason, "tool_calls");  // the model stopped by itself after calling
+}
+
+TEST(ChoicePipeline, ParallelToolCallsFalseKeepsTheFirstCall) {
+  const auto tok = qwen3_tokenizer();
+  LATHE_NEED_TOKENIZER(tok);
+  const std::string call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  const std::vector<uint32_t> ids = tok->encode_ids(call + "\n" + call, false);
+  for (const bool single : {false, true}) {
+    ChoicePipeline p(*tok, {.tool_calls = ToolCallFormat::kHermes, .single_tool_call = single});
+    int n_calls = 0;
+    for (const ChoiceDelta& d : feed_deltas(p, ids, FinishReason::kStop))
+      for (const ToolCallDelta& c : d.tool_calls) n_calls += !c.name.empty();
+    EXPECT_EQ(n_calls, single ? 1 : 2) << "single_tool_call " << single;
+  }
+}
+
+TEST(ChoicePipeline, ACallCutByTheLengthLimitStaysContentAndLength) {
+  const auto tok = qwen3_tokenizer();
+  LATHE_NEED_TOKENIZER(tok);
+  const std::string text = "<tool_call>\n{\"name\": \"get_weather\", \"argu";
+  ChoicePipeline p(*tok, {.tool_calls = ToolCallFormat::kHermes});
+  const std::vector<ChoiceDelta> deltas = feed_deltas(p, tok->encode_ids(text, false), FinishReason::kLength);
+  std::string content;
+  for (const ChoiceDelta& d : deltas) {
+    content += d.text;
+    EXPECT_TRUE(d.tool_calls.empty());
+  }
+  EXPECT_EQ(content, text);
+  EXPECT_EQ(deltas.back().finish_reason, "length");
+}
+
+TEST(ChoicePipeline, ReasoningParserSplitsThinkingFromTheAnswer) {
+  const auto tok = qwen3_tokenizer();
+  LATHE_NEED_TOKENIZER(tok);
+  for (const bool opened_by_prompt : {false, true}) {
+    const std::string text = std::string(opened_by_prompt ? "" : "<think>\n") + "Red is warm.\n</think>\n\nRed.";
+    ChoicePipeline p(*tok, {.reasoning = ReasoningFormat::kQwen3, .starts_in_reasoning = opened_by_prompt});
+    std::string reasoning, content;
+    for (const ChoiceDelta& d : feed_deltas(p, tok->encode_ids(text, false), FinishReason::kStop)) {
+      reasoning += d.reasoning;
+      content += d.text;
+    }
+    EXPECT_EQ(reasoning, "Red is warm.") << "opened by the prompt: " << opened_by_prompt;
+    EXPECT_EQ(content, "Red.") << "opened by the prompt: " << opened_by_prompt;
+  }
 }
 
 }  // namespace

@@ -42,7 +42,12 @@ std::optional<ChatPromptRenderer> chat_renderer(const nlohmann::ordered_json& to
 
 EngineBackend::EngineBackend(Engine& engine, const tokenizer::Tokenizer& tok,
                              const nlohmann::ordered_json& tokenizer_config, EngineBackendOptions options)
-    : engine_(engine), tok_(tok), chat_(chat_renderer(tokenizer_config)), options_(std::move(options)) {}
+    : engine_(engine), tok_(tok), chat_(chat_renderer(tokenizer_config)), options_(std::move(options)) {
+  const std::string chat_template = jinja::select_chat_template(tokenizer_config).value_or("");
+  const std::string& model_type = engine_.model_config().model_type;
+  tool_call_format_ = options_.tool_call_parser.value_or(detect_tool_call_format(model_type, chat_template));
+  reasoning_format_ = options_.reasoning_parser.value_or(detect_reasoning_format(model_type, chat_template));
+}
 
 BackendLimits EngineBackend::limits() const {
   return {.max_model_len = static_cast<int>(engine_.max_model_len()),
@@ -51,7 +56,8 @@ BackendLimits EngineBackend::limits() const {
 
 void EngineBackend::submit(GenerationRequest request, OutputCallback on_output) {
   const PrepareContext context{.tok = tok_, .chat = chat_ ? &*chat_ : nullptr, .model = engine_.model_config(),
-                               .max_model_len = engine_.max_model_len()};
+                               .max_model_len = engine_.max_model_len(), .tool_call_format = tool_call_format_,
+                               .reasoning_format = reasoning_format_};
   PreparedGeneration g = std::visit(
       [&](const auto& body) {
         if constexpr (std::is_same_v<std::decay_t<decltype(body)>, CompletionRequest>) {

@@ -15,12 +15,18 @@
 #include "lathe/serve/engine/engine.h"
 #include "lathe/serve/engine/request_queue.h"
 #include "lathe/serve/frontend/chat_prompt.h"
+#include "lathe/serve/frontend/reasoning_parser.h"
+#include "lathe/serve/frontend/tool_call_parser.h"
 #include "lathe/serve/http/serving_backend.h"
 
 namespace lathe::serve {
 
 struct EngineBackendOptions {
   std::string model_name;  // the model_name label of /metrics (the first served name)
+  // Chat output parsers; nullopt: detected from the chat template and model_type (detect_tool_call_format,
+  // detect_reasoning_format), kNone: off.
+  std::optional<ToolCallFormat> tool_call_parser;
+  std::optional<ReasoningFormat> reasoning_parser;
 };
 
 class EngineBackend final : public ServingBackend {
@@ -43,6 +49,8 @@ class EngineBackend final : public ServingBackend {
   std::string metrics_text() const override;  // prometheus_text of the engine's metrics
 
   size_t n_in_flight() const { return ids_->size(); }  // requests submitted and not yet finished or aborted
+  ToolCallFormat tool_call_format() const { return tool_call_format_; }
+  ReasoningFormat reasoning_format() const { return reasoning_format_; }
 
  private:
   struct Run;  // one request's tracker and callback, shared by its engine requests' callbacks
@@ -52,6 +60,8 @@ class EngineBackend final : public ServingBackend {
   const tokenizer::Tokenizer& tok_;
   std::optional<ChatPromptRenderer> chat_;  // none without a chat template
   EngineBackendOptions options_;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format_ = ReasoningFormat::kNone;
   // Request id -> its engine requests' ids. Shared with the requests in flight, whose outputs (engine
   // thread) may outlive the backend.
   std::shared_ptr<RequestIdMap> ids_ = std::make_shared<RequestIdMap>();

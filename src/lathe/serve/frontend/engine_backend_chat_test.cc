@@ -43,7 +43,7 @@ TEST(EngineBackendChat, PromptIsTheRenderedTemplate) {
                                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
   EXPECT_EQ(off.usage.prompt_tokens, rendered_tokens(f, kMessages, true, {{"enable_thinking", false}}));
   EXPECT_GT(off.usage.prompt_tokens, r.usage.prompt_tokens);
-  // So do tools (the text comes back as content until a tool-call parser is plugged in).
+  // So do tools (the Qwen3 tool-call parser reads the output: ChoicePipeline tests).
   const nlohmann::json tools = nlohmann::json::array(
       {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"description", "Weather in a city"}}}}});
   const BackendResult with_tools =

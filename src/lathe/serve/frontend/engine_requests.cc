@@ -129,12 +129,19 @@ PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareCon
   if (!c.chat) refuse("messages", "this model has no chat template (tokenizer_config.json has no 'chat_template'); use /v1/completions");
   // The template writes the special tokens itself (as transformers' apply_chat_template, which
   // tokenises the rendered text without adding them again).
-  std::vector<int32_t> ids = encode(c.tok, c.chat->render(r), /*add_special_tokens=*/false, "messages");
+  const std::string prompt = c.chat->render(r);
+  std::vector<int32_t> ids = encode(c.tok, prompt, /*add_special_tokens=*/false, "messages");
   const int64_t n_prompt = static_cast<int64_t>(ids.size());
   // Chat's default output cap is the rest of the context (spec §6).
   const int64_t max_tokens = s.max_tokens ? *s.max_tokens : std::max<int64_t>(1, c.max_model_len - n_prompt);
   check_fits(n_prompt, max_tokens, c.max_model_len, "messages");
   PreparedGeneration g{.n = s.n, .prompt_tokens = n_prompt, .text = text_options(s, s.logprobs.value_or(0))};
+  const bool tools_on = r.tools.is_array() && !r.tools.empty() && r.tool_choice != "none";
+  if (tools_on) g.text.tool_calls = c.tool_call_format;
+  g.text.single_tool_call = !r.parallel_tool_calls;
+  g.text.reasoning = c.reasoning_format;
+  // A template may open the reasoning block itself (the output then starts inside it).
+  g.text.starts_in_reasoning = prompt_opens_reasoning(c.reasoning_format, prompt);
   g.requests.push_back(engine_request(std::move(ids), s, static_cast<int>(max_tokens), r.common, c, "messages"));
   g.echo.emplace_back();
   return g;

@@ -24,6 +24,10 @@ struct PrepareContext {
   const ChatPromptRenderer* chat = nullptr;  // nullptr: the model has no chat template (chat requests get a 400)
   const ModelConfig& model;
   int64_t max_model_len = 0;                 // the engine's context length
+  // The chat output parsers of this model (kNone: off); tool calls are parsed only for requests with
+  // tools and a tool_choice other than "none".
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;
 };
 
 // One OpenAI request as engine requests, and what the text pipelines of its choices need.

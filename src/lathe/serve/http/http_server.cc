@@ -292,8 +292,10 @@ class Session : public std::enable_shared_from_this<Session> {
     write_next();
   }
 
-  void send_json(http::status status, const nlohmann::json& body, bool keep_alive) {
-    send_text(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json", keep_alive);
+  // nlohmann::json (errors) or ordered_json (responses, whose keys keep the order they were written in).
+  template <typename Json>
+  void send_json(http::status status, const Json& body, bool keep_alive) {
+    send_text(status, body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json", keep_alive);
   }
 
   void send_error(const ApiError& e, bool keep_alive) {

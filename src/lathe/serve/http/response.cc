@@ -10,17 +10,17 @@ namespace {
 // vLLM clamps -inf logprobs to -9999 so the JSON stays a number.
 float finite_logprob(float lp) { return std::isfinite(lp) ? lp : -9999.0f; }
 
-nlohmann::json utf8_bytes(const std::string& s) {
-  nlohmann::json out = nlohmann::json::array();
+nlohmann::ordered_json utf8_bytes(const std::string& s) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (unsigned char c : s) out.push_back(static_cast<int>(c));
   return out;
 }
 
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
-nlohmann::json chat_logprobs(const std::vector<TokenLogprob>& lps) {
-  nlohmann::json content = nlohmann::json::array();
+nlohmann::ordered_json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  nlohmann::ordered_json content = nlohmann::ordered_json::array();
   for (const TokenLogprob& t : lps) {
-    nlohmann::json top = nlohmann::json::array();
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
     for (const TokenAlternative& a : t.top) {
       top.push_back({{"token", a.token}, {"logprob", finite_logprob(a.logprob)}, {"bytes", utf8_bytes(a.token)}});
     }
@@ -31,13 +31,13 @@ nlohmann::json chat_logprobs(const std::vector<TokenLogprob>& lps) {
 }
 
 // Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}.
-nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t text_offset) {
-  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array();
-  nlohmann::json tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+nlohmann::ordered_json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t text_offset) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::array(), values = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tops = nlohmann::ordered_json::array(), offsets = nlohmann::ordered_json::array();
   for (const TokenLogprob& t : lps) {
     tokens.push_back(t.token);
     values.push_back(finite_logprob(t.logprob));
-    nlohmann::json top = nlohmann::json::object();
+    nlohmann::ordered_json top = nlohmann::ordered_json::object();
     for (const TokenAlternative& a : t.top) top[a.token] = finite_logprob(a.logprob);
     tops.push_back(std::move(top));
     offsets.push_back(text_offset);
@@ -47,7 +47,7 @@ nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t 
           {"text_offset", std::move(offsets)}};
 }
 
-nlohmann::json tool_call_json(const ToolCallDelta& c) {
+nlohmann::ordered_json tool_call_json(const ToolCallDelta& c) {
   return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
@@ -58,16 +58,16 @@ const char* object_name(Endpoint e, bool chunk) {
 
 }  // namespace
 
-nlohmann::json usage_json(const Usage& u) {
+nlohmann::ordered_json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-std::string sse_event(const nlohmann::json& j) {
+std::string sse_event(const nlohmann::ordered_json& j) {
   // Replace, not throw, on invalid UTF-8: a detokeniser may cut a character; the stream must go on.
-  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  return "data: " + j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n\n";
 }
 
 ResponseBuilder::ResponseBuilder(ResponseMeta meta) : meta_(std::move(meta)), choices_(meta_.n_choices) {}
@@ -92,22 +92,22 @@ void ResponseBuilder::add(const GenerationOutput& out) {
   if (out.finished) usage_ = out.usage;
 }
 
-nlohmann::json ResponseBuilder::build() const {
-  nlohmann::json choices = nlohmann::json::array();
+nlohmann::ordered_json ResponseBuilder::build() const {
+  nlohmann::ordered_json choices = nlohmann::ordered_json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    nlohmann::json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+    nlohmann::ordered_json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
     if (meta_.endpoint == Endpoint::kCompletions) {
       choice["text"] = c.text;
       if (meta_.logprobs) choice["logprobs"] = completion_logprobs(c.logprobs, 0);
     } else {
-      nlohmann::json calls = nlohmann::json::array();
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
       for (const ToolCallDelta& t : c.tool_calls) calls.push_back(tool_call_json(t));
       // A message that only calls tools has null content (OpenAI).
-      nlohmann::json content = c.text.empty() && !c.tool_calls.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.text);
+      nlohmann::ordered_json content = c.text.empty() && !c.tool_calls.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.text);
       choice["message"] = {{"role", "assistant"},
                            {"content", std::move(content)},
-                           {"reasoning_content", c.reasoning.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.reasoning)},
+                           {"reasoning_content", c.reasoning.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.reasoning)},
                            {"tool_calls", std::move(calls)}};
       if (meta_.logprobs) choice["logprobs"] = chat_logprobs(c.logprobs);
     }
@@ -124,8 +124,8 @@ nlohmann::json ResponseBuilder::build() const {
 StreamEncoder::StreamEncoder(ResponseMeta meta, Options options)
     : meta_(std::move(meta)), options_(options), role_sent_(meta_.n_choices, false), text_offset_(meta_.n_choices, 0) {}
 
-nlohmann::json StreamEncoder::chunk(nlohmann::json choices, const Usage& usage) const {
-  nlohmann::json j = {{"id", meta_.id},
+nlohmann::ordered_json StreamEncoder::chunk(nlohmann::ordered_json choices, const Usage& usage) const {
+  nlohmann::ordered_json j = {{"id", meta_.id},
                       {"object", object_name(meta_.endpoint, true)},
                       {"created", meta_.created},
                       {"model", meta_.model},
@@ -138,12 +138,12 @@ nlohmann::json StreamEncoder::chunk(nlohmann::json choices, const Usage& usage) 
   return j;
 }
 
-nlohmann::json StreamEncoder::chat_choice(const ChoiceDelta& d, size_t text_offset) {
-  nlohmann::json delta = nlohmann::json::object();
+nlohmann::ordered_json StreamEncoder::chat_choice(const ChoiceDelta& d, size_t text_offset) {
+  nlohmann::ordered_json delta = nlohmann::ordered_json::object();
   if (!d.text.empty()) delta["content"] = d.text;
   if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
   if (!d.tool_calls.empty()) {
-    nlohmann::json calls = nlohmann::json::array();
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
     for (const ToolCallDelta& t : d.tool_calls) {
       // The first fragment of a call names it; later fragments only add to its arguments.
       if (!t.id.empty()) {
@@ -157,15 +157,15 @@ nlohmann::json StreamEncoder::chat_choice(const ChoiceDelta& d, size_t text_offs
   }
   return {{"index", d.index},
           {"delta", std::move(delta)},
-          {"logprobs", meta_.logprobs && !d.logprobs.empty() ? chat_logprobs(d.logprobs) : nlohmann::json(nullptr)},
-          {"finish_reason", d.finish_reason ? nlohmann::json(*d.finish_reason) : nlohmann::json(nullptr)}};
+          {"logprobs", meta_.logprobs && !d.logprobs.empty() ? chat_logprobs(d.logprobs) : nlohmann::ordered_json(nullptr)},
+          {"finish_reason", d.finish_reason ? nlohmann::ordered_json(*d.finish_reason) : nlohmann::ordered_json(nullptr)}};
 }
 
-nlohmann::json StreamEncoder::completion_choice(const ChoiceDelta& d, size_t text_offset) const {
+nlohmann::ordered_json StreamEncoder::completion_choice(const ChoiceDelta& d, size_t text_offset) const {
   return {{"index", d.index},
           {"text", d.text},
-          {"logprobs", meta_.logprobs && !d.logprobs.empty() ? completion_logprobs(d.logprobs, text_offset) : nlohmann::json(nullptr)},
-          {"finish_reason", d.finish_reason ? nlohmann::json(*d.finish_reason) : nlohmann::json(nullptr)}};
+          {"logprobs", meta_.logprobs && !d.logprobs.empty() ? completion_logprobs(d.logprobs, text_offset) : nlohmann::ordered_json(nullptr)},
+          {"finish_reason", d.finish_reason ? nlohmann::ordered_json(*d.finish_reason) : nlohmann::ordered_json(nullptr)}};
 }
 
 std::string StreamEncoder::encode(const GenerationOutput& out) {
@@ -177,22 +177,22 @@ std::string StreamEncoder::encode(const GenerationOutput& out) {
       // The first chunk of each choice carries the role and empty content (spec §9).
       if (!role_sent_[d.index]) {
         role_sent_[d.index] = true;
-        nlohmann::json first = {{"index", d.index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+        nlohmann::ordered_json first = {{"index", d.index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                 {"logprobs", nullptr}, {"finish_reason", nullptr}};
-        sse += sse_event(chunk(nlohmann::json::array({std::move(first)}), out.usage));
+        sse += sse_event(chunk(nlohmann::ordered_json::array({std::move(first)}), out.usage));
       }
       bool empty = d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() && d.logprobs.empty();
       if (empty && !d.finish_reason) continue;
-      sse += sse_event(chunk(nlohmann::json::array({chat_choice(d, text_offset_[d.index])}), out.usage));
+      sse += sse_event(chunk(nlohmann::ordered_json::array({chat_choice(d, text_offset_[d.index])}), out.usage));
     } else {
       if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
-      sse += sse_event(chunk(nlohmann::json::array({completion_choice(d, text_offset_[d.index])}), out.usage));
+      sse += sse_event(chunk(nlohmann::ordered_json::array({completion_choice(d, text_offset_[d.index])}), out.usage));
     }
     for (const TokenLogprob& t : d.logprobs) text_offset_[d.index] += t.token.size();
   }
   if (out.finished) {
     if (options_.include_usage) {
-      nlohmann::json last = chunk(nlohmann::json::array(), out.usage);
+      nlohmann::ordered_json last = chunk(nlohmann::ordered_json::array(), out.usage);
       last["usage"] = usage_json(out.usage);
       sse += sse_event(last);
     }
@@ -201,8 +201,8 @@ std::string StreamEncoder::encode(const GenerationOutput& out) {
   return sse;
 }
 
-nlohmann::json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len) {
-  nlohmann::json data = nlohmann::json::array();
+nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len) {
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
   for (const std::string& name : names) {
     data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "lathe"},
                     {"root", names.front()}, {"parent", nullptr}, {"max_model_len", max_model_len}});

@@ -23,9 +23,9 @@ struct ResponseMeta {
   bool logprobs = false;               // the request asked for logprobs
 };
 
-nlohmann::json usage_json(const Usage& u);
+nlohmann::ordered_json usage_json(const Usage& u);
 // `data: <json>\n\n`, one Server-Sent Event.
-std::string sse_event(const nlohmann::json& j);
+std::string sse_event(const nlohmann::ordered_json& j);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
 // Collects a request's events into its one response body (stream: false).
@@ -33,7 +33,7 @@ class ResponseBuilder {
  public:
   explicit ResponseBuilder(ResponseMeta meta);
   void add(const GenerationOutput& out);
-  nlohmann::json build() const;        // after the finished event
+  nlohmann::ordered_json build() const;        // after the finished event
 
  private:
   struct Choice {
@@ -59,9 +59,9 @@ class StreamEncoder {
   std::string encode(const GenerationOutput& out);
 
  private:
-  nlohmann::json chunk(nlohmann::json choices, const Usage& usage) const;
-  nlohmann::json chat_choice(const ChoiceDelta& d, size_t text_offset);
-  nlohmann::json completion_choice(const ChoiceDelta& d, size_t text_offset) const;
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choices, const Usage& usage) const;
+  nlohmann::ordered_json chat_choice(const ChoiceDelta& d, size_t text_offset);
+  nlohmann::ordered_json completion_choice(const ChoiceDelta& d, size_t text_offset) const;
 
   ResponseMeta meta_;
   Options options_;
@@ -70,6 +70,6 @@ class StreamEncoder {
 };
 
 // GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by", "max_model_len"}]}.
-nlohmann::json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len);
+nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len);
 
 }  // namespace lathe::serve

@@ -132,6 +132,20 @@ TEST(StreamEncoder, CompletionLogprobsOffsets) {
   EXPECT_EQ(lp2["token_logprobs"][0], -9999.0);       // -inf clamped (vLLM)
 }
 
+TEST(StreamEncoder, CompletionTopLogprobsKeepTheirOrderBestFirst) {
+  // A JSON object of alternatives: clients read them in the order sent, the most likely first (vLLM),
+  // not sorted by token text.
+  StreamEncoder enc(meta(Endpoint::kCompletions, 1, true), {});
+  GenerationOutput a = text_event(0, "z");
+  a.choices[0].logprobs = {{.token = "z", .logprob = -0.1f, .top = {{"z", -0.1f}, {"m", -2.0f}, {"a", -3.0f}}}};
+  const std::string sse = enc.encode(a);
+  ASSERT_EQ(sse.rfind("data: ", 0), 0u) << sse;
+  const nlohmann::ordered_json chunk = nlohmann::ordered_json::parse(sse.substr(6, sse.find("\n\n") - 6));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : chunk["choices"][0]["logprobs"]["top_logprobs"][0].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"z", "m", "a"}));
+}
+
 TEST(ResponseBuilder, ChatCompletion) {
   ResponseBuilder b(meta(Endpoint::kChatCompletions, 2, true));
   GenerationOutput a;
@@ -148,7 +162,7 @@ TEST(ResponseBuilder, ChatCompletion) {
   d.finished = true;
   d.usage = {.prompt_tokens = 5, .completion_tokens = 4};
   b.add(d);
-  nlohmann::json j = b.build();
+  nlohmann::ordered_json j = b.build();
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["id"], "chatcmpl-1");
   EXPECT_EQ(j["model"], "tiny");
@@ -158,7 +172,7 @@ TEST(ResponseBuilder, ChatCompletion) {
   EXPECT_EQ(j["choices"][0]["message"]["content"], "A1A2");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], "A1");
-  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["bytes"], (nlohmann::json{65, 49}));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["bytes"], (nlohmann::ordered_json{65, 49}));
   EXPECT_EQ(j["choices"][1]["message"]["content"], "B");  // text said before the call is kept
   EXPECT_EQ(j["choices"][1]["message"]["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
   EXPECT_EQ(j["choices"][1]["finish_reason"], "tool_calls");
@@ -170,7 +184,7 @@ TEST(ResponseBuilder, CompletionAndToolOnlyContent) {
   GenerationOutput a = text_event(0, "hello", "stop");
   a.finished = true;
   b.add(a);
-  nlohmann::json j = b.build();
+  nlohmann::ordered_json j = b.build();
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "hello");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
@@ -183,7 +197,7 @@ TEST(ResponseBuilder, CompletionAndToolOnlyContent) {
 }
 
 TEST(Models, ListShape) {
-  nlohmann::json j = models_response({"tiny", "alias"}, 1700000000, 512);
+  nlohmann::ordered_json j = models_response({"tiny", "alias"}, 1700000000, 512);
   EXPECT_EQ(j["object"], "list");
   ASSERT_EQ(j["data"].size(), 2u);
   EXPECT_EQ(j["data"][1]["id"], "alias");
@@ -193,7 +207,7 @@ TEST(Models, ListShape) {
 }
 
 TEST(Sse, InvalidUtf8InTextIsReplacedNotThrown) {
-  std::string sse = sse_event(nlohmann::json{{"text", std::string("a\xC3")}});
+  std::string sse = sse_event(nlohmann::ordered_json{{"text", std::string("a\xC3")}});
   EXPECT_NO_THROW(nlohmann::json::parse(sse.substr(6)));
 }
 
