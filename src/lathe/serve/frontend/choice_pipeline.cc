@@ -66,7 +66,9 @@ std::optional<ChoiceDelta> ChoicePipeline::on_engine_output(const EngineOutput& 
     d.text = std::move(echo_) + d.text;
     echo_.clear();
   }
-  if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() && d.logprobs.empty() && !d.finish_reason)
+  const bool per_token = options_.delta_per_token && o.token;
+  if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() && d.logprobs.empty() && !d.finish_reason &&
+      !per_token)
     return std::nullopt;
   return d;
 }

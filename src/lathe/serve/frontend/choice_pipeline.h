@@ -24,6 +24,10 @@ struct ChoiceTextOptions {
   bool skip_special_tokens = true;          // special tokens add no text
   bool logprobs = false;                    // report each token's logprob (the engine sends them)
   int top_logprobs = 0;                     // alternatives reported per token, best first; -1: all the engine sent
+  // A delta for every token, its text empty when the token adds none yet (a special token, half a
+  // character, a possible stop string's start): completions stream one chunk per token, as vLLM's do,
+  // so a client sees each token's time. Off (chat): deltas only when there is something to say.
+  bool delta_per_token = false;
   // Output parsers (chat only). Where a format's markers are special tokens (Llama 3, Mistral, Gemma 4),
   // special tokens are kept in the text while its parser is on (tool_call_parser.h).
   ToolCallFormat tool_calls = ToolCallFormat::kNone;  // the request has tools and tool_choice is not "none"

@@ -233,3 +233,30 @@ TEST(ChoicePipeline, ReasoningParserSplitsThinkingFromTheAnswer) {
 
 }  // namespace
 }  // namespace lathe::serve
+
+namespace lathe::serve {
+namespace {
+
+TEST(ChoicePipeline, DeltaPerTokenSendsTokensThatAddNoText) {
+  const auto tok = qwen3_tokenizer();
+  LATHE_NEED_TOKENIZER(tok);
+  // Rare characters: byte-level BPE spells some with several tokens, whose first ones add no text yet.
+  const std::string chars = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ꙮ";
+  std::vector<uint32_t> ids = tok->encode_ids(chars, false);
+  for (const bool per_token : {false, true}) {
+    ChoicePipeline p(*tok, {.delta_per_token = per_token});
+    size_t n_deltas = 0;
+    std::string text;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (std::optional<ChoiceDelta> d = p.on_engine_output(token_output(ids[i]))) {
+        ++n_deltas;
+        text += d->text;
+      }
+    EXPECT_EQ(text, chars);
+    if (per_token) EXPECT_EQ(n_deltas, ids.size());
+    else EXPECT_LT(n_deltas, ids.size());
+  }
+}
+
+}  // namespace
+}  // namespace lathe::serve

@@ -100,6 +100,7 @@ PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareC
   // Completions report every alternative the engine sends: the top `logprobs`, and the sampled token
   // after them when it is not among them (OpenAI's "up to logprobs + 1").
   PreparedGeneration g{.n = s.n, .text = text_options(s, /*top_logprobs=*/-1)};
+  g.text.delta_per_token = true;  // one chunk per token (vLLM's completions stream)
   for (size_t i = 0; i < r.prompts.size(); ++i) {
     const std::string param = r.prompts.size() > 1 ? str_cat("prompt[", i, "]") : std::string("prompt");
     std::vector<int32_t> ids;

@@ -104,9 +104,10 @@ TEST(LoadgenReport, SummaryFollowsTheDefinitions) {
 TEST(LoadgenStream, EventsSplitAnywhereGiveTheSameRecord) {
   const std::string body =
       "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
-      "data: {\"choices\":[{\"text\":\"\"}]}\r\n\r\n"  // an empty chunk is no token
+      "data: {\"choices\":[{\"text\":\"\"}]}\r\n\r\n"  // a token with no text (a special token) is a token
       "data: {\"choices\":[{\"text\":\"b\"}]}\n\n"
-      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\n"
+      "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n"  // closing chunk: no token
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}\n\n"
       "data: [DONE]\n\n";
   for (size_t cut = 0; cut <= body.size(); ++cut) {
     SseParser p;
@@ -118,9 +119,10 @@ TEST(LoadgenStream, EventsSplitAnywhereGiveTheSameRecord) {
     const RequestRecord r = rec.finish(2.0, 200);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_DOUBLE_EQ(r.ttft_s, 0.25);
-    ASSERT_EQ(r.itl_s.size(), 1u);
-    EXPECT_DOUBLE_EQ(r.itl_s[0], 0.5);  // "a" at event 1, "b" at event 3
-    EXPECT_EQ(r.output_tokens, 2);
+    ASSERT_EQ(r.itl_s.size(), 2u);      // "a" at event 1, "" at event 2, "b" at event 3
+    EXPECT_DOUBLE_EQ(r.itl_s[0], 0.25);
+    EXPECT_DOUBLE_EQ(r.itl_s[1], 0.25);
+    EXPECT_EQ(r.output_tokens, 3);
     EXPECT_DOUBLE_EQ(r.e2e_s, 2.0);
   }
 }
