@@ -40,6 +40,7 @@ const CommandSpec& bench_serve_spec() {
           {"--api-key", "KEY", "sent as Authorization: Bearer KEY"},
           {"--timeout", "S", "seconds a request may take at most (default: 600)"},
           {"--json", "FILE", "also write the report, with the run's settings, as JSON"},
+          {"--extra-body", "JSON", "a JSON object whose fields are added to every request, e.g. '{\"logit_bias\": {\"3\": -100}}'"},
       }};
   return spec;
 }
@@ -55,6 +56,11 @@ int cmd_bench_serve(int argc, char** argv) {
   target.api_key = a.str("--api-key", "");
   target.timeout_s = a.number("--timeout", 600, {.min = 0, .max = 1e7, .min_open = true});
   target.model = a.has("--model") ? a.str("--model", "") : loadgen::first_model_id(target);
+  if (a.has("--extra-body")) {
+    target.extra_body = nlohmann::json::parse(a.str("--extra-body", ""), nullptr, /*allow_exceptions=*/false);
+    LATHE_CHECK_ARG(target.extra_body.is_object(), "option --extra-body must be a JSON object, got '",
+                    a.str("--extra-body", ""), "'");
+  }
 
   loadgen::RandomDatasetOptions d;
   d.n_requests = a.integer("--num-prompts", 100, 1, kIntMax);
@@ -92,7 +98,7 @@ int cmd_bench_serve(int argc, char** argv) {
     j["settings"] = {{"base_url", a.str("--base-url", "")}, {"model", target.model}, {"num_prompts", d.n_requests},
                      {"input_len", d.input_len}, {"output_len", d.output_len}, {"range_ratio", d.range_ratio},
                      {"prefix_len", d.prefix_len}, {"request_rate", rate_text}, {"burstiness", burstiness},
-                     {"max_concurrency", max_concurrency}, {"seed", d.seed}, {"unix_time", std::time(nullptr)}};
+                     {"max_concurrency", max_concurrency}, {"seed", d.seed}, {"extra_body", target.extra_body}, {"unix_time", std::time(nullptr)}};
     std::ofstream(a.str("--json", "")) << j.dump(2) << "\n";
   }
   return report.failed == 0 ? 0 : 1;

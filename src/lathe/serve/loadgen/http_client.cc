@@ -66,6 +66,7 @@ RequestRecord HttpCompletionClient::send(const BenchRequest& request) {
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!target_.model.empty()) body["model"] = target_.model;
+  body.update(target_.extra_body);
   using clock = std::chrono::steady_clock;
   httplib::Client cli = connect(target_);
   StreamRecorder recorder(static_cast<int64_t>(request.prompt.size()));

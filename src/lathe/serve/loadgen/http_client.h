@@ -3,6 +3,7 @@
 // OpenAI HTTP, so it measures lathe serve, vLLM and llama.cpp's llama-server alike.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "lathe/serve/loadgen/driver.h"
@@ -15,6 +16,7 @@ struct HttpTarget {
   std::string endpoint = "/v1/completions";
   std::string model;    // the request's "model" (empty: left out)
   std::string api_key;  // sent as a bearer token when set
+  nlohmann::json extra_body = nlohmann::json::object();  // fields added to every request body (they win)
   double timeout_s = 600;
 };
 
