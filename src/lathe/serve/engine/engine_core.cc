@@ -68,7 +68,7 @@ std::vector<EngineOutput> EngineCore::step() {
   std::vector<EngineOutput> outs;
   for (const SeqOutput& o : scheduler_.update_from_output(sched, ran)) {
     EngineOutput e{.request_id = o.request_id, .index = o.index, .token = o.new_token, .finish = o.finish,
-                   .stop_token = o.stop_token};
+                   .stop_token = o.stop_token, .n_cached_prompt = o.n_cached_prompt};
     if (const auto lp = ran.logprobs.find(o.seq_id); lp != ran.logprobs.end()) e.logprobs = lp->second;
     outs.push_back(std::move(e));
   }

@@ -29,6 +29,7 @@ struct EngineOutput {
   std::optional<FinishReason> finish;      // set on the choice's last output
   std::optional<int32_t> stop_token;       // the EOS or stop id that ended it (finish kStop)
   std::string error;                       // non-empty: the request failed (finish kAbort)
+  int64_t n_cached_prompt = 0;             // with a token: prompt tokens the prefix cache served this choice
 };
 
 // Throws InvalidArgument naming the field when the request cannot run on a model of config `c` with a

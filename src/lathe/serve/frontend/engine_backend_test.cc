@@ -237,3 +237,29 @@ TEST(EngineBackend, LimitsHealthAndMetrics) {
 
 }  // namespace
 }  // namespace lathe::serve
+
+namespace lathe::serve {
+namespace {
+
+TEST(EngineBackend, UsageCountsThePromptTokensThePrefixCacheServed) {
+  LATHE_NEED_TOKENIZER();
+  BackendFixture f(testing::qwen3_text_model_dir());
+  // 40 prompt ids: 2 full blocks of 16 are cacheable (the last prompt token is always recomputed).
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(1000 + 7 * i);
+  const nlohmann::json body = {{"prompt", ids}, {"max_tokens", 2}, {"ignore_eos", true}, {"n", 2}, {"seed", 1}};
+  const BackendResult cold = f.run(body);
+  ASSERT_FALSE(cold.error) << cold.error->message;
+  EXPECT_EQ(cold.usage.cached_tokens, 0);  // the second choice shares the first's blocks: not a cache hit
+  const BackendResult warm = f.run(body);
+  ASSERT_FALSE(warm.error) << warm.error->message;
+  EXPECT_EQ(warm.usage.prompt_tokens, 40);
+  EXPECT_EQ(warm.usage.cached_tokens, 32);
+  // Two prompts of one request: each counts once.
+  const BackendResult two = f.run({{"prompt", {ids, ids}}, {"max_tokens", 1}, {"ignore_eos", true}});
+  ASSERT_FALSE(two.error) << two.error->message;
+  EXPECT_EQ(two.usage.cached_tokens, 64);
+}
+
+}  // namespace
+}  // namespace lathe::serve

@@ -19,11 +19,6 @@ GenerationTracker::GenerationTracker(const tokenizer::Tokenizer& tok, const Prep
     for (int i = 0; i < g.n; ++i) choices_.emplace_back(tok, g.text, g.echo[p]);
   open_ = static_cast<int64_t>(choices_.size());
   usage_.prompt_tokens = g.prompt_tokens;
-  // cached_tokens stays 0: the engine's outputs do not say how many of a request's prompt tokens its
-  // prefix-cache hit covered (the scheduler knows it at admission, as NewSeqData::num_computed_tokens,
-  // but neither SeqOutput nor EngineOutput carries it), and the engine-wide prefix_cache_hits counter
-  // cannot be split per request.
-  usage_.cached_tokens = 0;
 }
 
 GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const EngineOutput& o) {
@@ -34,6 +29,12 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
   if (!o.error.empty()) {
     step.event = fail(engine_failure(o.error));
     return step;
+  }
+  // Each prompt counts once, as in prompt_tokens: its first choice's prefix-cache hit (the other choices
+  // reuse that choice's blocks, which is sharing, not a cache hit).
+  if (o.token && o.index == 0 && !ps.cached_counted) {
+    ps.cached_counted = true;
+    usage_.cached_tokens += o.n_cached_prompt;
   }
   const int index = static_cast<int>(prompt) * n_ + o.index;
   ChoicePipeline& choice = choices_[static_cast<size_t>(index)];

@@ -45,6 +45,7 @@ class GenerationTracker {
     int engine_open = 0;    // choices the engine has not finished
     int frontend_open = 0;  // choices not finished here
     bool abort_sent = false;
+    bool cached_counted = false;  // its prefix-cache hit is in usage_.cached_tokens
   };
   int n_ = 1;
   std::vector<ChoicePipeline> choices_;  // [prompts * n]

@@ -52,6 +52,7 @@ struct SchedSeq {
 
   SeqStatus status = SeqStatus::kWaiting;
   int64_t num_computed_tokens = 0;  // tokens whose K/V its blocks hold; the target is tokens.size()
+  int64_t n_cached_prompt = 0;      // prompt tokens the prefix cache held at its first admission (usage)
   int64_t reserved_blocks = 0;      // its output reservation while running (sched_policy.h)
   // Choices 1.. wait for choice 0's prompt to be computed (and cached) before their admission.
   std::optional<uint64_t> wait_for_prompt_of;

@@ -164,6 +164,8 @@ void Scheduler::admit_waiting(Step& st) {
     it = waiting_.erase(it);
     s.status = SeqStatus::kRunning;
     s.num_computed_tokens = hit.n_tokens;
+    // A re-admission after preemption finds its own blocks: only the first admission counts as cached.
+    if (s.n_preemptions == 0) s.n_cached_prompt = std::min(hit.n_tokens, s.n_prompt);
     s.reserved_blocks = config_.admission == AdmissionMode::kReserveOutput ? reservation(s) : 0;
     reserved_blocks_ += s.reserved_blocks;
     running_.push_back(s.seq_id);
@@ -264,7 +266,8 @@ std::vector<SeqOutput> Scheduler::update_from_output(const SchedulerOutput& out,
     kv_.commit_full_blocks(kv_request(s));
     if (!reached) continue;
     s.tokens.push_back(sampled->second);
-    SeqOutput o{.seq_id = id, .request_id = s.request_id, .index = s.index, .new_token = sampled->second};
+    SeqOutput o{.seq_id = id, .request_id = s.request_id, .index = s.index, .new_token = sampled->second,
+                .n_cached_prompt = s.n_cached_prompt};
     o.finish = check_stop(s, config_.eos_token_ids, config_.max_model_len);
     if (o.finish == FinishReason::kStop) o.stop_token = sampled->second;
     if (o.finish) finish(s);

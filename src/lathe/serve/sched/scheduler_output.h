@@ -69,6 +69,7 @@ struct SeqOutput {
   std::optional<int32_t> new_token;     // absent for an abort
   std::optional<FinishReason> finish;   // set on the sequence's last output
   std::optional<int32_t> stop_token;    // the EOS or stop id that ended it (finish kStop)
+  int64_t n_cached_prompt = 0;          // prompt tokens served from the prefix cache (SchedSeq::n_cached_prompt)
 };
 
 }  // namespace lathe
