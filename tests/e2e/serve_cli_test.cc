@@ -11,7 +11,6 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,20 +26,6 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Waits until the server's log names its address: the port, or 0 when it exited or timed out first.
-int wait_for_port(pid_t pid, const std::string& log, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:([0-9]+))");
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::smatch m;
-    const std::string text = read_file(log);
-    if (std::regex_search(text, m, listening)) return std::stoi(m[1].str());
-    if (waitpid(pid, nullptr, WNOHANG) != 0) return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return 0;
 }
 
 // The `data: ` payloads of an SSE body, [DONE] included.
@@ -67,7 +52,7 @@ class ServeCli : public ::testing::Test {
   int start(const std::string& extra_args) {
     pid_ = testing::spawn_lathe_logged("serve " + dir_ + " --port 0 --threads 1 --served-model-name tiny " + extra_args, log_);
     EXPECT_GT(pid_, 0);
-    const int port = wait_for_port(pid_, log_, std::chrono::seconds(60));
+    const int port = testing::wait_for_listening_port(pid_, log_, std::chrono::seconds(60));
     EXPECT_GT(port, 0) << read_file(log_);
     return port;
   }

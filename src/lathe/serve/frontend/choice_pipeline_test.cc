@@ -38,13 +38,21 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-// Feeds every id, the last one finishing with `finish`; the deltas' texts.
+// Feeds every id, the last one finishing with `finish`; every delta.
+std::vector<ChoiceDelta> feed_deltas(ChoicePipeline& p, const std::vector<uint32_t>& ids, FinishReason finish) {
+  std::vector<ChoiceDelta> deltas;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EngineOutput o = token_output(ids[i]);
+    if (i + 1 == ids.size()) o.finish = finish;
+    if (std::optional<ChoiceDelta> d = p.on_engine_output(o)) deltas.push_back(std::move(*d));
+  }
+  return deltas;
+}
+
+// The deltas' texts.
 std::vector<std::string> feed(ChoicePipeline& p, const std::vector<uint32_t>& ids, FinishReason finish) {
   std::vector<std::string> texts;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const std::optional<FinishReason> f = i + 1 == ids.size() ? std::optional(finish) : std::nullopt;
-    if (std::optional<ChoiceDelta> d = p.on_engine_output(token_output(ids[i], f))) texts.push_back(d->text);
-  }
+  for (const ChoiceDelta& d : feed_deltas(p, ids, finish)) texts.push_back(d.text);
   return texts;
 }
 
@@ -143,22 +151,7 @@ TEST(ChoicePipeline, AbortFinishesWithoutText) {
   EXPECT_EQ(p.n_tokens(), 1);
 }
 
-}  // namespace
-}  // namespace lathe::serve
 
-namespace lathe::serve {
-namespace {
-
-// Feeds every id, the last one finishing with `finish`; every delta.
-std::vector<ChoiceDelta> feed_deltas(ChoicePipeline& p, const std::vector<uint32_t>& ids, FinishReason finish) {
-  std::vector<ChoiceDelta> deltas;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    EngineOutput o = token_output(ids[i]);
-    if (i + 1 == ids.size()) o.finish = finish;
-    if (std::optional<ChoiceDelta> d = p.on_engine_output(o)) deltas.push_back(std::move(*d));
-  }
-  return deltas;
-}
 
 TEST(ChoicePipeline, ToolCallParserTurnsTheModelsCallIntoToolCalls) {
   const auto tok = qwen3_tokenizer();
@@ -231,11 +224,6 @@ TEST(ChoicePipeline, ReasoningParserSplitsThinkingFromTheAnswer) {
   }
 }
 
-}  // namespace
-}  // namespace lathe::serve
-
-namespace lathe::serve {
-namespace {
 
 TEST(ChoicePipeline, DeltaPerTokenSendsTokensThatAddNoText) {
   const auto tok = qwen3_tokenizer();
