@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "lathe/base/error.h"
+#include "lathe/io/jinja/py_text.h"
 #include "lathe/serve/http/api_error.h"
 
 namespace lathe::serve {
@@ -16,18 +17,6 @@ std::string template_source(const nlohmann::ordered_json& tokenizer_config) {
     throw jinja::ChatTemplateError(jinja::ChatTemplateError::Kind::kNoTemplate,
                                    "the tokenizer has no chat template (tokenizer_config.json has no 'chat_template')");
   return std::move(*s);
-}
-
-// Python's str.strip() / lstrip() over ASCII whitespace (what chat templates emit around messages).
-constexpr std::string_view kSpace = " \t\n\r\f\v";
-std::string_view lstrip(std::string_view s) {
-  const size_t b = s.find_first_not_of(kSpace);
-  return b == std::string_view::npos ? std::string_view() : s.substr(b);
-}
-std::string_view strip(std::string_view s) {
-  s = lstrip(s);
-  const size_t e = s.find_last_not_of(kSpace);
-  return e == std::string_view::npos ? std::string_view() : s.substr(0, e + 1);
 }
 
 // A message as the template sees it: content given as a list of parts becomes one string, the text
@@ -59,10 +48,11 @@ ChatPromptRenderer::ChatPromptRenderer(const nlohmann::ordered_json& tokenizer_c
 
 std::optional<std::string> cut_after_final_message(const std::string& rendered, const std::string& final_text) {
   // transformers' apply_chat_template, continue_final_message=True, line for line.
-  const std::string_view stripped = strip(final_text);
+  // Python's str.strip() / lstrip(), as transformers calls them.
+  const std::string stripped = jinja::py_strip(final_text, std::nullopt, /*left=*/true, /*right=*/true);
   const size_t at = rendered.rfind(stripped);
   if (at == std::string::npos) return std::nullopt;
-  const size_t lstripped = lstrip(final_text).size();
+  const size_t lstripped = jinja::py_strip(final_text, std::nullopt, /*left=*/true, /*right=*/false).size();
   if (std::string_view(rendered).substr(at, lstripped) == final_text) return rendered.substr(0, at + lstripped);
   return rendered.substr(0, at + stripped.size());  // the template trimmed the message's trailing space
 }
