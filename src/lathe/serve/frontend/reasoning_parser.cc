@@ -20,19 +20,17 @@ Markers markers_of(ReasoningFormat format) {
   return {};
 }
 
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 }  // namespace
 
 ReasoningFormat detect_reasoning_format(std::string_view model_type, std::string_view chat_template) {
   if (!chat_template.empty()) {
-    if (contains(chat_template, "<|channel>")) return ReasoningFormat::kGemma4;
-    if (contains(chat_template, "<think>") || contains(chat_template, "</think>")) return ReasoningFormat::kQwen3;
+    if (chat_template.find("<|channel>") != std::string_view::npos) return ReasoningFormat::kGemma4;
+    if (chat_template.find("<think>") != std::string_view::npos || chat_template.find("</think>") != std::string_view::npos) return ReasoningFormat::kQwen3;
     return ReasoningFormat::kNone;
   }
-  if (starts_with(model_type, "qwen3")) return ReasoningFormat::kQwen3;
-  if (starts_with(model_type, "gemma4")) return ReasoningFormat::kGemma4;
+  if (model_type.starts_with("qwen3")) return ReasoningFormat::kQwen3;
+  if (model_type.starts_with("gemma4")) return ReasoningFormat::kGemma4;
   return ReasoningFormat::kNone;
 }
 
@@ -114,12 +112,12 @@ bool ReasoningParser::step(std::string_view text, bool at_end, ReasoningDelta& o
     case State::kStart: {  // a block opens here, or the output is all content
       size_t space = leading_space(text);
       std::string_view rest = text.substr(space);
-      if (starts_with(rest, start_)) {
+      if (rest.starts_with(start_)) {
         state_ = State::kReasoningStart;
         consumed = space + start_.size();
         return true;
       }
-      if (!at_end && (rest.empty() || starts_with(start_, rest))) return false;  // may still be the marker
+      if (!at_end && (rest.empty() || start_.starts_with(rest))) return false;  // may still be the marker
       state_ = State::kContent;
       out.content.append(text);  // including the leading whitespace: nothing was dropped
       consumed = text.size();

@@ -57,26 +57,21 @@ class PassThroughScanner final : public ToolCallScanner {
   ScanStep scan(std::string_view text, bool) override { return ScanStep::content(text.size()); }
 };
 
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
 }  // namespace
 }  // namespace detail
 
 ToolCallFormat detect_tool_call_format(std::string_view model_type, std::string_view chat_template) {
-  using detail::contains;
-  using detail::starts_with;
   if (!chat_template.empty()) {
     // Gemma 4 first: its end marker <tool_call|> shares a prefix with Hermes' <tool_call>.
-    if (contains(chat_template, "<|tool_call>")) return ToolCallFormat::kGemma4;
-    if (contains(chat_template, "<tool_call>")) return ToolCallFormat::kHermes;
-    if (contains(chat_template, "[TOOL_CALLS]")) return ToolCallFormat::kMistral;
-    if (contains(chat_template, "<|python_tag|>")) return ToolCallFormat::kLlama3Json;
+    if (chat_template.find("<|tool_call>") != std::string_view::npos) return ToolCallFormat::kGemma4;
+    if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::kHermes;
+    if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
+    if (chat_template.find("<|python_tag|>") != std::string_view::npos) return ToolCallFormat::kLlama3Json;
     return ToolCallFormat::kNone;
   }
-  if (starts_with(model_type, "qwen2") || starts_with(model_type, "qwen3")) return ToolCallFormat::kHermes;
-  if (starts_with(model_type, "mistral") || starts_with(model_type, "ministral")) return ToolCallFormat::kMistral;
-  if (starts_with(model_type, "gemma4")) return ToolCallFormat::kGemma4;
+  if (model_type.starts_with("qwen2") || model_type.starts_with("qwen3")) return ToolCallFormat::kHermes;
+  if (model_type.starts_with("mistral") || model_type.starts_with("ministral")) return ToolCallFormat::kMistral;
+  if (model_type.starts_with("gemma4")) return ToolCallFormat::kGemma4;
   return ToolCallFormat::kNone;
 }
 
