@@ -19,6 +19,7 @@
 #include "lathe/io/test_paths.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/models/model.h"
+#include "lathe/models/test_text_model.h"
 #include "lathe/train/adamw.h"
 #include "lathe/train/param_groups.h"
 
@@ -27,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-constexpr int32_t kImEnd = 151645;  // <|im_end|>: Qwen3's end of turn, the model's eos_token_id
+constexpr int32_t kImEnd = kQwen3ImEnd;  // <|im_end|>: Qwen3's end of turn, the model's eos_token_id
 // Training: the fixture's width (C 64, 2 layers) memorises the 20 answer tokens in 21 steps at this rate
 // (constant, no warm-up); the bound only turns a regression into a loud failure instead of a hang.
 constexpr int kMaxSteps = 300;
@@ -36,7 +37,7 @@ constexpr double kLr = 1e-2;
 // p > exp(-0.25) = 0.78 > 1/2 under teacher forcing, so it is the argmax with a logit margin of at least
 // log(0.78 / 0.22) = 1.27, far above any difference between the training forward and the KV-cached one.
 constexpr double kSumLossTarget = 0.25;
-constexpr int64_t kContext = 512;  // max_position_embeddings, as the random text model's
+constexpr int64_t kContext = 512;  // max_position_embeddings of qwen3_text_model_config()
 constexpr int kThreads = 1;  // fixed, so the steps (and the weights) are the same on every machine
 
 std::vector<int32_t> to_i32(const std::vector<uint32_t>& ids) { return {ids.begin(), ids.end()}; }
@@ -73,12 +74,7 @@ ToolCallModel make_tool_call_model() {
   batch.output_rows = Tensor::from_data_i32({M}, out_rows);
   const Tensor targets = Tensor::from_data_i32({M}, answer_ids);
 
-  std::ifstream in(fixtures_root() + "/models/qwen3/config.json");
-  nlohmann::json config = nlohmann::json::parse(in);
-  config["vocab_size"] = 151936;  // Qwen3's embedding rows (the tokenizer has 151669 ids)
-  config["max_position_embeddings"] = kContext;
-  config["eos_token_id"] = kImEnd;
-  std::unique_ptr<Model> model = Model::create(config.dump(), 11);
+  std::unique_ptr<Model> model = Model::create(qwen3_text_model_config().dump(), 11);
 
   model->set_requires_grad(true);
   train::AdamW opt(train::optim_params(*model, /*decay_embeddings=*/false),

@@ -15,17 +15,24 @@ namespace lathe::testing {
 
 inline constexpr int32_t kQwen3ImEnd = 151645;  // <|im_end|>: the model's eos_token_id
 
+// The Qwen3 fixture's config.json with the real tokenizer's vocabulary and end of turn, and a context
+// of 512 positions.
+inline nlohmann::json qwen3_text_model_config() {
+  std::ifstream in(fixtures_root() + "/models/qwen3/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["vocab_size"] = 151936;  // Qwen3's embedding rows (the tokenizer has 151669 ids)
+  config["max_position_embeddings"] = 512;
+  config["eos_token_id"] = kQwen3ImEnd;
+  return config;
+}
+
 // The folder, written once per test process; "" when the qwen3 tokenizer is not installed.
 inline const std::string& qwen3_text_model_dir() {
   static const std::string dir = [] {
     namespace fs = std::filesystem;
     const fs::path tok = fs::path(tokenizers_root()) / "qwen3";
     if (!fs::exists(tok / "tokenizer.json")) return std::string();
-    std::ifstream in(fixtures_root() + "/models/qwen3/config.json");
-    nlohmann::json config = nlohmann::json::parse(in);
-    config["vocab_size"] = 151936;  // Qwen3's embedding rows (the tokenizer has 151669 ids)
-    config["max_position_embeddings"] = 512;
-    config["eos_token_id"] = kQwen3ImEnd;
+    const nlohmann::json config = qwen3_text_model_config();
     const std::string out = scratch_dir("qwen3_text_model");
     Model::create(config.dump(), 7)->save(out);
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(tok / f, fs::path(out) / f);
