@@ -52,14 +52,16 @@ void StreamRecorder::on_data(const std::string& data, double t) {
   if (it == j.end() || !it->is_array() || it->empty()) return;
   const nlohmann::json& c = (*it)[0];
   // A completions chunk is a token even when its text is empty (vLLM and llama-server stream one chunk
-  // per token; a special token or half a character adds no text); a chat chunk counts when it carries
-  // content (the first, role-only chunk does not).
+  // per token; a special token or half a character adds no text), except an empty closing chunk after
+  // the tokens; a chat chunk counts when it carries content (the first, role-only chunk does not).
+  const auto text = c.find("text");
   const auto finish = c.find("finish_reason");
-  const bool finish_only = finish != c.end() && !finish->is_null() && chunks_ > 0;  // a closing chunk with no text
-  const bool completion_token = c.contains("text") && c["text"].is_string() &&
-                                !(c["text"].get_ref<const std::string&>().empty() && finish_only);
-  const bool chat_token = c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
-                          c["delta"]["content"].is_string() && !c["delta"]["content"].get_ref<const std::string&>().empty();
+  const bool closing = finish != c.end() && !finish->is_null();
+  const bool completion_token = text != c.end() && text->is_string() &&
+                                !(text->get_ref<const std::string&>().empty() && closing && chunks_ > 0);
+  const auto delta = c.find("delta");
+  const bool chat_token = delta != c.end() && delta->is_object() && delta->contains("content") &&
+                          (*delta)["content"].is_string() && !(*delta)["content"].get_ref<const std::string&>().empty();
   if (!completion_token && !chat_token) return;
   if (chunks_ == 0) rec_.ttft_s = t;
   else rec_.itl_s.push_back(t - last_token_t_);
