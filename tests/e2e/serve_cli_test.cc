@@ -175,6 +175,41 @@ TEST_F(ServeCli, SigtermLetsTheRequestInFlightFinish) {
   EXPECT_NE(read_file(log_).find("1 requests in flight"), std::string::npos) << read_file(log_);
 }
 
+// The value of a counter of model "tiny" in a /metrics body (-1: absent).
+double counter_value(const std::string& body, const std::string& name) {
+  const std::string key = name + "{model_name=\"tiny\"} ";
+  const size_t at = body.find(key);
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + key.size()));
+}
+
+// The same 80-token prompt twice: its full blocks come from the prefix cache the second time, unless
+// --no-enable-prefix-caching turned it off (the A/B switch of the cost at a 0% hit rate).
+TEST_F(ServeCli, NoEnablePrefixCachingTurnsTheCacheOff) {
+  const nlohmann::json request = {{"prompt", std::vector<int>(80, 42)}, {"max_tokens", 2}, {"temperature", 0},
+                                  {"ignore_eos", true}};
+  for (const bool caching : {true, false}) {
+    SCOPED_TRACE(caching ? "caching on" : "caching off");
+    const int port = start(caching ? "--max-model-len 256" : "--max-model-len 256 --no-enable-prefix-caching");
+    ASSERT_GT(port, 0);
+    EXPECT_NE(read_file(log_).find(caching ? "prefix caching on" : "prefix caching off"), std::string::npos)
+        << read_file(log_);
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(30, 0);
+    for (int i = 0; i < 2; ++i) {
+      auto res = cli.Post("/v1/completions", request.dump(), "application/json");
+      ASSERT_TRUE(res);
+      ASSERT_EQ(res->status, 200) << res->body;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the engine loop's next metrics publish
+    auto metrics = cli.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    const double hits = counter_value(metrics->body, "vllm:prefix_cache_hits_total");
+    if (caching) EXPECT_GE(hits, 64) << metrics->body;  // 4 full blocks of 16 at least
+    else EXPECT_EQ(hits, 0) << metrics->body;
+    EXPECT_EQ(stop(), 0) << read_file(log_);
+  }
+}
+
 TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   auto r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 512 --kv-cache-memory 64KiB");
   EXPECT_TRUE(testing::is_clean_error(r, "max_model_len 512")) << r.second;

@@ -40,6 +40,7 @@ const CommandSpec& serve_spec() {
           {"--max-model-len", "N", "context length: prompt + output tokens (default: max_position_embeddings)"},
           {"--max-num-seqs", "N", "sequences running at once at most, >= 1 (default: 256)"},
           {"--max-num-batched-tokens", "N", "tokens per engine step at most, >= 1 (default: 2048)"},
+          {"--no-enable-prefix-caching", "", "turn automatic prefix caching off (default: on; vLLM's flag)"},
           {"--drain-timeout", "S", "seconds a drain waits for requests in flight, >= 0 (default: 30)"},
           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
@@ -132,6 +133,7 @@ int cmd_serve(int argc, char** argv) {
   config.scheduler.max_num_seqs = a.integer("--max-num-seqs", config.scheduler.max_num_seqs, 1, kIntMax);
   config.scheduler.max_num_batched_tokens =
       a.integer("--max-num-batched-tokens", config.scheduler.max_num_batched_tokens, 1, kIntMax);
+  config.enable_prefix_caching = !a.has("--no-enable-prefix-caching");
   const auto drain_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(1000 * a.number("--drain-timeout", 30, {.min = 0, .max = 86400})));
   const sigset_t stop_signals = block_stop_signals();  // before the first thread starts
@@ -148,8 +150,8 @@ int cmd_serve(int argc, char** argv) {
   config.log = [](const std::string& line) { std::fprintf(stderr, "lathe serve: %s\n", line.c_str()); };
   // InvalidArgument naming max_model_len and the pool's blocks when one sequence cannot fit.
   Engine engine(*m.model, config);
-  std::fprintf(stderr, "lathe serve: %s; %s\n", engine.capacity_summary().c_str(),
-               concurrency_line(engine, config.block_size).c_str());
+  std::fprintf(stderr, "lathe serve: %s; %s; prefix caching %s\n", engine.capacity_summary().c_str(),
+               concurrency_line(engine, config.block_size).c_str(), config.enable_prefix_caching ? "on" : "off");
   serve::EngineBackend backend(engine, *m.tok, m.tokenizer_config,
                                {.model_name = http.served_model_names[0],
                                 .tool_call_parser = parser_flag(a, "--tool-call-parser", serve::tool_call_format_from_string),
