@@ -49,7 +49,8 @@ std::vector<LoraModule> linear_modules(Model& m) {
 
 // PEFT's check_target_module_exists for a list: the path is a name or ends with "." + a name.
 bool matches_name(const std::string& path, const std::string& name) {
-  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+  return path == name ||
+         (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
 }
 
 std::regex compile(const std::string& pattern, const char* key) {
@@ -66,8 +67,10 @@ std::string some_names(const std::vector<LoraModule>& mods) {
   return s + (mods.size() > 8 ? ", ..." : "");
 }
 
-void check_lora_tensor(const SafetensorsFile& f, const std::string& name, const Shape& want, const std::string& module) {
-  LATHE_CHECK_ARG(f.contains(name), f.path(), ": missing tensor '", name, "' (the config adapts module '", module, "')");
+void check_lora_tensor(const SafetensorsFile& f, const std::string& name, const Shape& want,
+                       const std::string& module) {
+  LATHE_CHECK_ARG(f.contains(name), f.path(), ": missing tensor '", name, "' (the config adapts module '", module,
+                  "')");
   const SafetensorsEntry& e = f.entry(name);
   LATHE_CHECK_ARG(dtype_is_float(e.dtype), f.path(), ": tensor '", name, "' has dtype ", dtype_name(e.dtype),
                   "; LoRA weights must be F32, BF16 or F16");
@@ -111,9 +114,10 @@ std::vector<LoraModule> select_lora_modules(Model& m, const LoraConfig& c) {
   // A target that matches nothing is a typo or another architecture's name: say so, with the names there are.
   if (!all_linear && !by_regex)
     for (const std::string& n : names)
-      LATHE_CHECK_ARG(std::any_of(all.begin(), all.end(), [&](const LoraModule& mod) { return matches_name(mod.path, n); }),
-                      "LoRA target module '", n, "' matches no Linear module of this ", m.config().architecture,
-                      " model (its modules: ", some_names(all), ")");
+      LATHE_CHECK_ARG(
+          std::any_of(all.begin(), all.end(), [&](const LoraModule& mod) { return matches_name(mod.path, n); }),
+          "LoRA target module '", n, "' matches no Linear module of this ", m.config().architecture,
+          " model (its modules: ", some_names(all), ")");
   if (by_regex)
     LATHE_CHECK_ARG(std::any_of(all.begin(), all.end(), [&](const LoraModule& mod) { return targeted(mod); }),
                     "LoRA target_modules regex '", c.target_regex, "' matches no Linear module of this ",
@@ -178,12 +182,13 @@ LoraAdapters LoraAdapters::load(Model& m, const std::string& dir) {
   const fs::path config_path = root / kConfigFile;
   LATHE_CHECK_ARG(fs::exists(config_path), dir, ": no ", kConfigFile, " (expected a PEFT adapter folder)");
   const json j = read_json_object_file(config_path.string());
-  LATHE_CHECK_ARG(j.contains("peft_type"), config_path.string(), ": no 'peft_type' (a PEFT adapter config has \"LORA\")");
+  LATHE_CHECK_ARG(j.contains("peft_type"), config_path.string(),
+                  ": no 'peft_type' (a PEFT adapter config has \"LORA\")");
   LoraConfig c = lora_config_from_json(j, config_path.string());
   const fs::path weights_path = root / kWeightsFile;
   if (!fs::exists(weights_path) && fs::exists(root / "adapter_model.bin"))
-    throw NotImplemented(str_cat(dir, ": adapter_model.bin (pickle) is not supported; save the adapter as ", kWeightsFile,
-                                 " (PEFT save_pretrained(safe_serialization=True))"));
+    throw NotImplemented(str_cat(dir, ": adapter_model.bin (pickle) is not supported; save the adapter as ",
+                                 kWeightsFile, " (PEFT save_pretrained(safe_serialization=True))"));
   const SafetensorsFile f = SafetensorsFile::open(weights_path.string());
   LoraAdapters ad(c, select_lora_modules(m, c));
   ad.resolve_defaults(m);

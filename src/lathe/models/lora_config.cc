@@ -14,12 +14,29 @@ namespace {
 
 // Keys lathe reads; a PEFT file's others are bookkeeping (peft_version, auto_mapping, ...).
 const std::set<std::string>& known_keys() {
-  static const std::set<std::string> k{
-      "peft_type",        "task_type",        "base_model_name_or_path", "revision",       "inference_mode",
-      "r",                "lora_alpha",       "use_rslora",              "target_modules", "exclude_modules",
-      "layers_to_transform", "layers_pattern", "lora_dropout",           "bias",           "fan_in_fan_out",
-      "modules_to_save",  "rank_pattern",     "alpha_pattern",           "init_lora_weights", "use_dora",
-      "lora_bias",        "layer_replication", "trainable_token_indices"};
+  static const std::set<std::string> k{"peft_type",
+                                       "task_type",
+                                       "base_model_name_or_path",
+                                       "revision",
+                                       "inference_mode",
+                                       "r",
+                                       "lora_alpha",
+                                       "use_rslora",
+                                       "target_modules",
+                                       "exclude_modules",
+                                       "layers_to_transform",
+                                       "layers_pattern",
+                                       "lora_dropout",
+                                       "bias",
+                                       "fan_in_fan_out",
+                                       "modules_to_save",
+                                       "rank_pattern",
+                                       "alpha_pattern",
+                                       "init_lora_weights",
+                                       "use_dora",
+                                       "lora_bias",
+                                       "layer_replication",
+                                       "trainable_token_indices"};
   return k;
 }
 
@@ -62,8 +79,7 @@ float LoraConfig::scaling() const {
 LoraConfig lora_config_from_json(const json& j, const std::string& where, bool strict_keys) {
   LATHE_CHECK_ARG(j.is_object(), where, ": a LoRA config must be an object, got ", json_for_message(j));
   if (strict_keys)
-    for (const auto& [k, v] : j.items())
-      LATHE_CHECK_ARG(known_keys().count(k), where, ": unknown LoRA key '", k, "'");
+    for (const auto& [k, v] : j.items()) LATHE_CHECK_ARG(known_keys().count(k), where, ": unknown LoRA key '", k, "'");
   const auto bool_or = [&](const char* key, bool fallback) {
     if (!j.contains(key) || j[key].is_null()) return fallback;
     LATHE_CHECK_ARG(j[key].is_boolean(), where, ": '", key, "' must be true or false, got ", json_for_message(j[key]));
@@ -81,15 +97,20 @@ LoraConfig lora_config_from_json(const json& j, const std::string& where, bool s
   };
 
   const std::string peft_type = string_or("peft_type", "LORA");
-  if (peft_type != "LORA") throw NotImplemented(str_cat(where, ": peft_type '", peft_type, "' (only LORA is supported)"));
+  if (peft_type != "LORA")
+    throw NotImplemented(str_cat(where, ": peft_type '", peft_type, "' (only LORA is supported)"));
   const std::string task = string_or("task_type", "CAUSAL_LM");
-  LATHE_CHECK_ARG(task == "CAUSAL_LM", where, ": task_type '", task, "' (lathe adapts causal language models: CAUSAL_LM)");
+  LATHE_CHECK_ARG(task == "CAUSAL_LM", where, ": task_type '", task,
+                  "' (lathe adapts causal language models: CAUSAL_LM)");
   if (bool_or("use_dora", false)) throw NotImplemented(str_cat(where, ": use_dora (DoRA) is not supported"));
-  if (bool_or("lora_bias", false)) throw NotImplemented(str_cat(where, ": lora_bias (a bias on lora_B) is not supported"));
+  if (bool_or("lora_bias", false))
+    throw NotImplemented(str_cat(where, ": lora_bias (a bias on lora_B) is not supported"));
   const std::string bias = string_or("bias", "none");
   if (bias != "none")
-    throw NotImplemented(str_cat(where, ": bias '", bias, "' (training the base's biases) is not supported; use \"none\""));
-  for (const char* key : {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication", "trainable_token_indices"})
+    throw NotImplemented(
+        str_cat(where, ": bias '", bias, "' (training the base's biases) is not supported; use \"none\""));
+  for (const char* key :
+       {"modules_to_save", "rank_pattern", "alpha_pattern", "layer_replication", "trainable_token_indices"})
     if (!is_null_or_empty(j, key))
       throw NotImplemented(str_cat(where, ": '", key, "' is not supported (got ", json_for_message(j[key]), ")"));
 
@@ -129,8 +150,9 @@ json lora_config_to_json(const LoraConfig& c) {
   j["auto_mapping"] = nullptr;
   j["base_model_name_or_path"] = c.base_model_name_or_path;
   j["bias"] = "none";
-  j["exclude_modules"] = !c.exclude_regex.empty() ? json(c.exclude_regex)
-                         : c.exclude_modules.empty() ? json(nullptr) : json(c.exclude_modules);
+  j["exclude_modules"] = !c.exclude_regex.empty()    ? json(c.exclude_regex)
+                         : c.exclude_modules.empty() ? json(nullptr)
+                                                     : json(c.exclude_modules);
   j["fan_in_fan_out"] = c.fan_in_fan_out;
   j["inference_mode"] = true;
   j["init_lora_weights"] = true;

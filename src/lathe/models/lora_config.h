@@ -10,10 +10,10 @@
 namespace lathe {
 
 struct LoraConfig {
-  int r = 8;                  // rank R
-  double lora_alpha = 8;      // scaling = alpha / R (alpha / sqrt(R) with use_rslora)
-  bool use_rslora = false;    // rsLoRA (arXiv 2312.03732)
-  double lora_dropout = 0;    // on each adapter's input in training forwards, in [0, 1)
+  int r = 8;                // rank R
+  double lora_alpha = 8;    // scaling = alpha / R (alpha / sqrt(R) with use_rslora)
+  bool use_rslora = false;  // rsLoRA (arXiv 2312.03732)
+  double lora_dropout = 0;  // on each adapter's input in training forwards, in [0, 1)
   // Which modules (Hugging Face module paths, e.g. "model.layers.0.self_attn.q_proj") get an adapter, as
   // PEFT decides it: target_modules names match a path equal to one or ending in "." + one; a nonempty
   // target_regex must match the whole path instead (PEFT's string form, re.fullmatch), and the string

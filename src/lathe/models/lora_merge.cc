@@ -48,7 +48,7 @@ int merge_lora(const std::string& base_dir, const std::string& adapter_dir, cons
     const Tensor w = ckpt.tensor(name);
     // PEFT get_delta_weight: transpose(B·A, fan_in_fan_out) · scaling, added to the weight in place.
     Tensor delta = scale(matmul(b_of.at(lora_b_name(mod.path)), a_of.at(lora_a_name(mod.path))), s);  // [out, in]
-    if (mod.conv1d) delta = delta.transpose(0, 1).contiguous();                                         // [in, out]
+    if (mod.conv1d) delta = delta.transpose(0, 1).contiguous();                                       // [in, out]
     LATHE_CHECK_ARG(w.shape() == delta.shape(), ckpt.file_of(name), ": '", name, "' has shape ", shape_str(w.shape()),
                     ", the adapter's update is ", shape_str(delta.shape()));
     Tensor sum = add(w.to(DType::kF32), delta);

@@ -10,13 +10,12 @@
 namespace lathe {
 
 Tensor lora_delta(const Tensor& x, const LoraAdapter& l, const ForwardOptions& o) {
-  const Tensor xd = o.lora_dropout && l.dropout > 0.f
-                        ? dropout(x, l.dropout, derive_key(o.dropout_key, l.dropout_stream))
-                        : x;
+  const Tensor xd =
+      o.lora_dropout && l.dropout > 0.f ? dropout(x, l.dropout, derive_key(o.dropout_key, l.dropout_stream)) : x;
   const Tensor a = xd.dtype() == DType::kBF16 ? to_bf16(l.a) : l.a;
   // scaling applied to the [..., R] product, not to the [..., out] result: fewer multiplies, same maths.
   const Tensor h = scale(linear(xd, a), l.scaling);  // [..., R]
-  return linear(h, l.b);                              // [..., out]
+  return linear(h, l.b);                             // [..., out]
 }
 
 }  // namespace lathe

@@ -12,8 +12,8 @@
 namespace lathe {
 
 struct LoraAdapter {
-  Tensor a;  // [R, in] f32 (PEFT lora_A.weight); the parts of a fused module share one A (GPT-2 c_attn)
-  Tensor b;  // [out, R] f32 (PEFT lora_B.weight); a fused module's part holds its rows of B
+  Tensor a;             // [R, in] f32 (PEFT lora_A.weight); the parts of a fused module share one A (GPT-2 c_attn)
+  Tensor b;             // [out, R] f32 (PEFT lora_B.weight); a fused module's part holds its rows of B
   float scaling = 0.f;  // alpha / R, or alpha / sqrt(R) (rsLoRA)
   float dropout = 0.f;  // probability on the adapter's input, in training forwards (ForwardOptions::lora_dropout)
   // The dropout mask's stream: derive_key(ForwardOptions::dropout_key, dropout_stream). The parts of a

@@ -19,8 +19,8 @@ constexpr int64_t kIn = 7, kOut = 5, kRank = 3;
 
 Linear make_adapted(uint32_t seed, float scaling = 0.75f) {
   Linear l{random_tensor({kOut, kIn}, seed), random_tensor({kOut}, seed + 1), Tensor()};
-  l.lora = LoraAdapter{.a = random_tensor({kRank, kIn}, seed + 2), .b = random_tensor({kOut, kRank}, seed + 3),
-                       .scaling = scaling};
+  l.lora = LoraAdapter{
+      .a = random_tensor({kRank, kIn}, seed + 2), .b = random_tensor({kOut, kRank}, seed + 3), .scaling = scaling};
   return l;
 }
 

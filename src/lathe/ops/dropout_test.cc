@@ -42,7 +42,8 @@ TEST(Dropout, Bf16InputStaysBf16) {
   const Tensor x = random_tensor({4, 16}, 5).to(DType::kBF16);
   const Tensor y = dropout(x, 0.5f, 9);
   EXPECT_EQ(y.dtype(), DType::kBF16);
-  const std::vector<float> xv = x.to_vector(), yv = y.to_vector(), f32 = dropout(x.to(DType::kF32), 0.5f, 9).to_vector();
+  const std::vector<float> xv = x.to_vector(), yv = y.to_vector(),
+                           f32 = dropout(x.to(DType::kF32), 0.5f, 9).to_vector();
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(yv[i], f32[i]) << "x2 of a bf16 value is exact in bf16";
 }
 
