@@ -8,6 +8,7 @@
 #include "lathe/base/context.h"
 #include "lathe/infer/generate.h"
 #include "lathe/infer/stop_strings.h"
+#include "lathe/models/lora_adapters.h"
 #include "text_model.h"
 
 namespace lathe::cli {
@@ -26,7 +27,8 @@ const CommandSpec& generate_spec() {
            {"--prompt-ids", "IDS", "prompt token ids, e.g. 1,2,3"},
            {"--stop", "STR", "with --prompt: end the completion at this text (not printed)"},
            {"--max-tokens", "N", "new tokens at most, >= 0 (default: 32)"}},
-          {{"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
+          {{"--adapter", "DIR", "apply a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)"},
+           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
            {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
            {"--ignore-eos", "", "do not stop at the config's eos_token_id"}})};
   return spec;
@@ -62,6 +64,7 @@ int cmd_generate(int argc, char** argv) {
   if (!text_mode) {
     const std::vector<int32_t> prompt = parse_id_list(a.str("--prompt-ids", ""));
     auto model = Model::load(a.positional[0], load);
+    if (a.has("--adapter")) LoraAdapters::load(*model, a.str("--adapter", ""));  // stays on the model
     if (!a.has("--ignore-eos")) o.stop_token_ids = model->config().eos_token_ids;
     GenerateResult r = generate(*model, prompt, o);
     for (size_t i = 0; i < r.tokens.size(); ++i) std::printf("%s%d", i ? "," : "", r.tokens[i]);
@@ -71,6 +74,7 @@ int cmd_generate(int argc, char** argv) {
     return 0;
   }
   TextModel m = load_text_model(a.positional[0], load);
+  if (a.has("--adapter")) LoraAdapters::load(*m.model, a.str("--adapter", ""));
   if (!a.has("--ignore-eos")) o.stop_token_ids = m.stop_ids;
   const std::string prompt_text = a.str("--prompt", "");
   const std::vector<int32_t> prompt = encode_prompt(m, prompt_text, /*add_special_tokens=*/true);

@@ -8,6 +8,7 @@
 #include "lathe/autograd/node.h"
 #include "lathe/base/context.h"
 #include "lathe/io/safetensors.h"
+#include "lathe/models/lora_adapters.h"
 #include "lathe/models/model.h"
 
 namespace lathe::cli {
@@ -33,19 +34,20 @@ Diff compare(const Tensor& a, const Tensor& r) {
   return d;
 }
 
-// input_ids [B, T] of integer dtype, every id inside the vocabulary, T >= min_t -> int32 [B, T].
-Tensor reference_input_ids(const SafetensorsFile& ref, int64_t vocab_size, int64_t min_t) {
-  LATHE_CHECK_ARG(ref.contains("input_ids"), ref.path(), ": no 'input_ids' tensor (int [B, T])");
-  const SafetensorsEntry& e = ref.entry("input_ids");
-  LATHE_CHECK_ARG(e.dtype == DType::kI32 || e.dtype == DType::kI64, ref.path(), ": 'input_ids' must be I32 or I64, got ",
+// <prefix>input_ids [B, T] of integer dtype, every id inside the vocabulary, T >= min_t -> int32 [B, T].
+Tensor reference_input_ids(const SafetensorsFile& ref, const std::string& prefix, int64_t vocab_size, int64_t min_t) {
+  const std::string name = prefix + "input_ids";
+  LATHE_CHECK_ARG(ref.contains(name), ref.path(), ": no '", name, "' tensor (int [B, T])");
+  const SafetensorsEntry& e = ref.entry(name);
+  LATHE_CHECK_ARG(e.dtype == DType::kI32 || e.dtype == DType::kI64, ref.path(), ": '", name, "' must be I32 or I64, got ",
                   dtype_name(e.dtype));
-  LATHE_CHECK_ARG(e.shape.size() == 2 && e.shape[0] >= 1 && e.shape[1] >= min_t, ref.path(),
-                  ": 'input_ids' must be [B, T] with B >= 1 and T >= ", min_t, ", got ", shape_str(e.shape));
-  const Tensor t = ref.tensor("input_ids").contiguous();
+  LATHE_CHECK_ARG(e.shape.size() == 2 && e.shape[0] >= 1 && e.shape[1] >= min_t, ref.path(), ": '", name,
+                  "' must be [B, T] with B >= 1 and T >= ", min_t, ", got ", shape_str(e.shape));
+  const Tensor t = ref.tensor(name).contiguous();
   std::vector<int64_t> ids(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = e.dtype == DType::kI64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
-  check_token_ids(ids, vocab_size, ref.path() + ": 'input_ids'");
+  check_token_ids(ids, vocab_size, ref.path() + ": '" + name + "'");
   return Tensor::from_data_i32(e.shape, std::vector<int32_t>(ids.begin(), ids.end()));
 }
 
@@ -72,6 +74,8 @@ const CommandSpec& verify_spec() {
       .options = {
           {"--atol", "A", "largest absolute logit error, >= 0 (default: 1e-4)"},
           {"--grad-rtol", "R", "largest ||ours - ref|| / ||ref|| per gradient, >= 0 (default: 1e-3)"},
+          {"--adapter", "DIR", "apply a PEFT LoRA adapter folder to the model first"},
+          {"--prefix", "P", "read P + 'input_ids', P + 'logits', P + 'grad.*' (e.g. 'lora.'; default: none)"},
           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
       }};
   return spec;
@@ -88,23 +92,26 @@ int cmd_verify(int argc, char** argv) {
   ContextScope scope(ctx);
 
   auto model = Model::load(a.positional[0], {.force_f32 = true});
+  if (a.has("--adapter")) LoraAdapters::load(*model, a.str("--adapter", ""));  // stays on the model
+  const std::string prefix = a.str("--prefix", "");
+  const std::string logits_name = prefix + "logits", grad_prefix = prefix + "grad.";
   const SafetensorsFile ref = SafetensorsFile::open(a.positional[1]);
   // Everything the reference holds is checked before the model runs: a misnamed or misshapen tensor
   // is an error, and a reference with nothing to compare never reports PASS.
   std::vector<const SafetensorsEntry*> grad_entries;
   for (const auto& e : ref.entries())
-    if (e.name.starts_with("grad.")) grad_entries.push_back(&e);
-  const bool has_logits = ref.contains("logits");
-  LATHE_CHECK_ARG(has_logits || !grad_entries.empty(), a.positional[1],
-                  ": holds neither 'logits' nor any 'grad.<parameter>' tensor: nothing to compare");
-  const Tensor ids = reference_input_ids(ref, model->config().vocab_size, grad_entries.empty() ? 1 : 2);
+    if (e.name.starts_with(grad_prefix)) grad_entries.push_back(&e);
+  const bool has_logits = ref.contains(logits_name);
+  LATHE_CHECK_ARG(has_logits || !grad_entries.empty(), a.positional[1], ": holds neither '", logits_name, "' nor any '",
+                  grad_prefix, "<parameter>' tensor: nothing to compare");
+  const Tensor ids = reference_input_ids(ref, prefix, model->config().vocab_size, grad_entries.empty() ? 1 : 2);
   if (has_logits)
-    check_reference(ref, ref.entry("logits"), {ids.size(0), ids.size(1), model->config().vocab_size},
+    check_reference(ref, ref.entry(logits_name), {ids.size(0), ids.size(1), model->config().vocab_size},
                     "the model's logits [B, T, V]");
   std::map<std::string, Shape> param_shapes;
   for (const TensorBinding& b : model->bindings()) param_shapes[b.name] = b.shape;
   for (const SafetensorsEntry* e : grad_entries) {
-    auto it = param_shapes.find(e->name.substr(5));
+    auto it = param_shapes.find(e->name.substr(grad_prefix.size()));
     if (it != param_shapes.end()) check_reference(ref, *e, it->second, "parameter '" + it->first + "'");
   }
   bool ok = true;
@@ -112,7 +119,7 @@ int cmd_verify(int argc, char** argv) {
   if (has_logits) {
     NoGradGuard no_grad;
     const Tensor logits = model->forward(ids);
-    const Diff d = compare(logits, ref.tensor("logits"));
+    const Diff d = compare(logits, ref.tensor(logits_name));
     const bool pass = d.max_abs <= atol;
     ok = ok && pass;
     std::printf("%-60s %12.3e %12.3e %12.3e  %s\n", "logits", d.max_abs, d.max_rel, d.norm_rel, pass ? "ok" : "FAIL");
@@ -125,7 +132,7 @@ int cmd_verify(int argc, char** argv) {
     std::map<std::string, Tensor> grads;
     for (auto& [name, g] : model->gradients_by_name()) grads[name] = g;
     for (const SafetensorsEntry* e : grad_entries) {
-      const std::string pname = e->name.substr(5);
+      const std::string pname = e->name.substr(grad_prefix.size());
       auto it = grads.find(pname);
       if (it == grads.end()) {
         std::printf("%-60s %12s %12s %12s  %s\n", e->name.c_str(), "-", "-", "-",

@@ -30,6 +30,7 @@ TensorBinding bind_transposed(const std::string& name, Tensor& slot, const Shape
     slot = src.transpose(0, 1).contiguous();
   };
   b.save = [&slot]() { return slot.transpose(0, 1).contiguous(); };
+  b.transposed = true;
   return b;
 }
 
@@ -60,6 +61,7 @@ TensorBinding bind_concat(const std::string& name, const ConcatParts& cp, ParamR
     }
     return transposed ? whole.transpose(0, 1).contiguous() : whole;
   };
+  b.transposed = transposed;
   return b;
 }
 

@@ -51,6 +51,9 @@ struct TensorBinding {
   // Standard deviation of Model::create's normal draw for this tensor; 0: the config's initializer_range.
   // A family hook (GPT-2 scales its residual projections).
   float init_std = 0.f;
+  // The checkpoint stores the transpose of our [out, in] layout (GPT-2's Conv1D [in, out]: PEFT's
+  // fan_in_fan_out; a merged LoRA update is written transposed).
+  bool transposed = false;
 };
 
 // Binding builders used by the family files. `layer` is the decoder layer (-1: none).

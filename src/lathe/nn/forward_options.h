@@ -2,6 +2,8 @@
 // not part of ModelConfig, and a forward never mutates the model to apply them.
 #pragma once
 
+#include <cstdint>
+
 namespace lathe {
 
 struct ForwardOptions {
@@ -12,6 +14,14 @@ struct ForwardOptions {
   // (Model::make_bf16_copies) multiplies bf16 x by its copy with f32 accumulation; gradients reach the
   // f32 masters. Linears without a copy, norms, softmax and residuals stay f32.
   bool bf16 = false;
+  // LoRA adapters (Linear::lora) are applied where present; false runs the base network alone (DPO's
+  // reference: the same weights with the adapter off, no second copy). Without adapters it changes nothing.
+  bool lora = true;
+  // Training forwards: LoRA dropout on, each adapter's mask drawn from derive_key(dropout_key, its stream),
+  // a pure function of the key (a recomputed layer redraws the same mask; vary the key per micro-batch).
+  // Off in evaluation and generation (a forward over a KV store never applies it).
+  bool lora_dropout = false;
+  uint64_t dropout_key = 0;
 };
 
 }  // namespace lathe

@@ -1,11 +1,12 @@
-// Linear: a weight with its optional bias and the formats it may be applied in. linear(x, l, o) is the
-// one place where a weight's format (f32, bf16 compute copy; later quantised formats) and its bias (later
-// LoRA adapters) are applied: the decoder never reads a Linear's tensors itself.
+// Linear: a weight with its optional bias, LoRA adapter and the formats it may be applied in. linear(x, l, o)
+// is the one place where a weight's format (f32, bf16 compute copy; later quantised formats), its bias and
+// its LoRA adapter are applied: the decoder never reads a Linear's tensors itself.
 #pragma once
 
 #include <utility>
 
 #include "lathe/nn/forward_options.h"
+#include "lathe/nn/lora.h"
 #include "lathe/tensor/tensor.h"
 
 namespace lathe {
@@ -14,6 +15,7 @@ struct Linear {
   Tensor weight;  // [out, in] f32 or bf16 (a loaded inference model may keep bf16 in place)
   Tensor bias;    // [out] f32, or undefined
   Tensor bf16;    // [out, in] bf16 compute copy of an f32 weight (Model::make_bf16_copies), or undefined
+  LoraAdapter lora;  // A [R, in], B [out, R] (models/lora_adapters.h), or undefined (no adapter)
 };
 
 // The weight a matmul reads: in bf16 compute (o.bf16) the bf16 copy, as bf16_compute_weight (gradients
@@ -23,7 +25,8 @@ Tensor linear_weight(const Linear& l, const ForwardOptions& o = {});
 // Round once and pass the result to several linears of one input, as the attention block does.
 Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
 
-// y = x · Wᵀ + b.  x [..., in] -> y [..., out] f32.
+// y = x · Wᵀ + b (+ scaling · (dropout(x)·Aᵀ)·Bᵀ with an adapter and o.lora).  x [..., in] -> y [..., out] f32.
+// Without an adapter (or with o.lora off) exactly the plain linear: same code, same results.
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
 // {linear(x, a, o), linear(x, b, o)} for two Linears of one input with equal shapes (k and v, gate and
 // up): ops/linear.h's linear_pair, so the two GEMMs may run side by side.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <sstream>
 
 #include "lathe/base/error.h"
@@ -23,6 +24,15 @@ namespace {
 
 // What every checkpoint must hold, whatever state.json lists.
 constexpr const char* kRequiredFiles[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+constexpr const char* kRequiredLoraFiles[] = {"adapter_config.json", "adapter_model.safetensors",
+                                              "optimizer.safetensors"};
+
+// The files a checkpoint folder must hold: a LoRA run's (SaveCheckpointOptions::lora) has the adapter's.
+std::span<const char* const> required_files(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "adapter_config.json", ec)) return kRequiredLoraFiles;
+  return kRequiredFiles;
+}
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -148,7 +158,11 @@ std::string save_checkpoint(const std::string& run_dir, const Model& model, cons
   try {
     fs::create_directories(root);
     fs::remove_all(tmp);
-    model.save(tmp.string());
+    if (opts.lora) {
+      opts.lora->save(tmp.string());
+    } else {
+      model.save(tmp.string());
+    }
     std::vector<std::pair<std::string, Tensor>> moments;
     const auto& params = opt.params();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -252,14 +266,14 @@ CheckpointCheck verify_checkpoint(const std::string& dir_str) {
     }
   }
   if (!st.is_object()) {
-    for (const char* name : kRequiredFiles)
+    for (const char* name : required_files(dir))
       if (!fs::exists(dir / name, ec)) fail(name, "missing");
     return c;
   }
   // Every file state.json lists (older checkpoints list none: their safetensors headers are checked).
   const json files = st.value("files", json::object());
   if (!files.is_object()) fail("state.json", "\"files\" is not an object");
-  for (const char* name : kRequiredFiles)
+  for (const char* name : required_files(dir))
     if (files.is_object() && !files.empty() && !files.contains(name)) fail(name, "not listed in state.json");
   if (files.is_object() && !files.empty()) {
     for (const auto& [name, want] : files.items()) {
@@ -269,7 +283,7 @@ CheckpointCheck verify_checkpoint(const std::string& dir_str) {
     }
     return c;
   }
-  for (const char* name : kRequiredFiles) {
+  for (const char* name : required_files(dir)) {
     if (!fs::exists(dir / name, ec)) {  // a FIFO or folder in its place: opening it below says what it is
       fail(name, "missing");
       continue;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "lathe/models/lora_adapters.h"
 #include "lathe/models/model.h"
 #include "lathe/train/adamw.h"
 
@@ -41,6 +42,10 @@ struct SaveCheckpointOptions {
   // the tokenizer and generation_config.json (checkpoint_companion_files), read once per run so every
   // checkpoint carries the same tokenizer even if its source is edited or moved during the run.
   std::vector<std::pair<std::string, std::string>> companion_files;
+  // A LoRA run: the adapter as a PEFT folder's files (adapter_config.json + adapter_model.safetensors)
+  // instead of the model's weights and config.json; the frozen base is not written (resume: load the base,
+  // then LoraAdapters::load(model, checkpoint)). Must outlive the call.
+  const LoraAdapters* lora = nullptr;
 };
 
 // Writes <run_dir>/checkpoints/step_<step>/ (crash-safe, see above). Returns its path.
@@ -69,7 +74,8 @@ struct CheckpointCheck {
 };
 
 // Checks DONE, state.json (against the digest in DONE) and every file state.json lists (size and XXH3),
-// and that the weights, optimizer state and config are there. A checkpoint of an older lathe (no digests)
+// and that the weights, optimizer state and config are there (a LoRA checkpoint: the adapter's two files
+// in place of config.json and model.safetensors). A checkpoint of an older lathe (no digests)
 // has its safetensors headers and sizes checked instead. Never throws for a damaged folder.
 CheckpointCheck verify_checkpoint(const std::string& dir);
 
