@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -74,6 +75,24 @@ TEST(SftCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
   EXPECT_EQ(testing::loss_lines(dir + "/killed"), want) << "killed at step ~" << before;
+}
+
+// Data parallel: two ranks (each 2 of the 4 rows of a micro-batch) follow one process on the same global
+// batch, the loss normalised by the step's trained tokens over both ranks. Skipped without mpirun.
+TEST(SftCli, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli_mpi"));
+  auto [rc, out] = testing::run_lathe(sft_args(dir, "one", 12) + " run.threads=1");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = testing::run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
+      " " + sft_args(dir, "two", 12) + " run.threads=1");
+  ASSERT_EQ(rc, 0) << out;
+  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u) << out;
+  // Only the order of the sums differs (as tests/e2e/mpi_test.cc): 1e-5 relative.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
 }
 
 TEST(SftCli, ABadRowStopsBeforeTrainingNamingFileAndLine) {

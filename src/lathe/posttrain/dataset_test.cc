@@ -51,7 +51,7 @@ TEST(SftDataset, RecognisesEachTypeFromItsColumns) {
     EXPECT_EQ(d.kind, c.kind);
     EXPECT_EQ(d.conversational, c.conversational);
     ASSERT_EQ(d.examples.size(), 1u);
-    EXPECT_EQ(d.examples[0].where.substr(d.examples[0].where.size() - 12), "one.jsonl:1");
+    EXPECT_TRUE(d.examples[0].where.ends_with("/one.jsonl:1")) << d.examples[0].where;
   }
   // Extra columns are kept (reward functions read them by name).
   const Dataset d = load_dataset(write_jsonl("x.jsonl", R"({"prompt": "a", "answer": 4})"));
@@ -61,7 +61,7 @@ TEST(SftDataset, RecognisesEachTypeFromItsColumns) {
 TEST(SftDataset, BadJsonNamesFileLineAndColumn) {
   const std::string path = write_jsonl("bad.jsonl", "{\"text\": \"ok\"}\n\n{\"text\": \"x\",, }\n");
   const std::string e = error_of<FormatError>([&] { load_dataset(path); });
-  EXPECT_NE(e.find(path + ":3:15: not valid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find(path + ":3:14: not valid JSON"), std::string::npos) << e;  // line 3, the second comma
   const std::string e2 = error_of<FormatError>([&] { load_dataset(write_jsonl("arr.jsonl", "[1, 2]\n")); });
   EXPECT_NE(e2.find("arr.jsonl:1: a row must be a JSON object"), std::string::npos) << e2;
 }
@@ -70,8 +70,7 @@ TEST(SftDataset, MissingOrMistypedColumnNamesLineAndColumn) {
   std::string e = error_of<FormatError>([&] {
     load_dataset(write_jsonl("pc.jsonl", "{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"prompt\": \"c\"}\n"));
   });
-  EXPECT_NE(e.find("pc.jsonl:2: "), std::string::npos) << e;
-  EXPECT_NE(e.find("prompt-only"), std::string::npos) << e;
+  EXPECT_NE(e.find("pc.jsonl:2: column 'completion' missing"), std::string::npos) << e;
   e = error_of<FormatError>([&] {
     load_dataset(write_jsonl("lm.jsonl", "{\"text\": \"a\"}\n{\"txt\": \"b\"}\n"));
   });
