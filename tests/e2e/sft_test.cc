@@ -34,9 +34,10 @@ std::string tokenizer_in(const std::string& dir) {
 
 TEST(SftCli, TrainsAndWritesAHuggingFaceFolder) {
   const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli"));
-  const auto [rc, out] = testing::run_lathe(sft_args(dir, "run", 40));
+  const auto [rc, out] = testing::run_lathe(sft_args(dir, "run", 40) + " data.val=recipes/sft/tiny.jsonl eval.every=20");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("sft data: 12 examples"), std::string::npos) << out;
+  EXPECT_NE(out.find("val loss"), std::string::npos) << out;
   const std::vector<double> loss = testing::loss_values(dir + "/run");
   ASSERT_EQ(loss.size(), 40u);
   double first = 0, last = 0;
@@ -51,6 +52,11 @@ TEST(SftCli, TrainsAndWritesAHuggingFaceFolder) {
   EXPECT_FALSE(fs::exists(model / "optimizer.safetensors"));
   EXPECT_FALSE(fs::exists(model / "state.json"));
   EXPECT_EQ(Model::load(model.string())->config().vocab_size, 320);
+  // Each step logs its loss denominator: the trained tokens of the whole step.
+  std::ifstream metrics(dir + "/run/metrics.jsonl");
+  const std::string lines((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  EXPECT_NE(lines.find("\"trained_tokens\":"), std::string::npos);
+  EXPECT_NE(lines.find("\"val_loss\":"), std::string::npos);
   // The resolved recipe writes every sft default.
   std::ifstream recipe(dir + "/run/recipe.json");
   const std::string text((std::istreambuf_iterator<char>(recipe)), std::istreambuf_iterator<char>());
@@ -59,7 +65,7 @@ TEST(SftCli, TrainsAndWritesAHuggingFaceFolder) {
 
 TEST(SftCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli_resume"));
-  const int steps = 300;  // enough for the kill to land mid-run (a step is milliseconds)
+  const int steps = 150;  // enough for the kill to land mid-run (a step is milliseconds)
   auto [rc, out] = testing::run_lathe(sft_args(dir, "full", steps));
   ASSERT_EQ(rc, 0) << out;
   const auto want = testing::loss_lines(dir + "/full");
