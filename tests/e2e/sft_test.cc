@@ -113,5 +113,15 @@ TEST(SftCli, ABadRowStopsBeforeTrainingNamingFileAndLine) {
   EXPECT_TRUE(testing::is_clean_error(r, "sft.packign")) << r.second;
 }
 
+// An sft: section is `lathe sft`'s, and the reserved lora: section is refused until LoRA is wired in.
+TEST(SftCli, SectionsBelongToTheirCommand) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli_sections"));
+  auto r = testing::run_lathe_bounded("pretrain recipes/sft/tiny.yaml run.dir=" + dir + "/p");
+  EXPECT_TRUE(testing::is_clean_error(r, "lathe sft")) << r.second;
+  r = testing::run_lathe_bounded(sft_args(dir, "l", 5) + " lora.r=8");
+  EXPECT_TRUE(testing::is_clean_error(r, "lora:")) << r.second;
+  EXPECT_FALSE(fs::exists(dir + "/l"));
+}
+
 }  // namespace
 }  // namespace lathe
