@@ -62,6 +62,12 @@ struct TrainConfig {
   int keep_checkpoints = 3;
   bool save_initial = false;     // also write step_00000000 (the initial weights) before training
 
+  // post-training sections, checked by their objectives (posttrain/sft_options.h): null when absent. An
+  // `sft:` section makes this an SFT recipe (`lathe sft`): data.train is then JSON Lines and data.seq_len
+  // is replaced by sft.max_length. `lora:` is reserved for LoRA adapters (not wired yet: refused).
+  nlohmann::json sft;
+  nlohmann::json lora;
+
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;
   int64_t sample_tokens = 32;
