@@ -189,6 +189,7 @@ TEST_F(ServeCli, NoEnablePrefixCachingTurnsTheCacheOff) {
                                   {"ignore_eos", true}};
   for (const bool caching : {true, false}) {
     SCOPED_TRACE(caching ? "caching on" : "caching off");
+    log_ = testing::scratch_dir("serve_cli") + (caching ? "/serve_cache_on.log" : "/serve_cache_off.log");  // one per server
     const int port = start(caching ? "--max-model-len 256" : "--max-model-len 256 --no-enable-prefix-caching");
     ASSERT_GT(port, 0);
     EXPECT_NE(read_file(log_).find(caching ? "prefix caching on" : "prefix caching off"), std::string::npos)
