@@ -66,9 +66,6 @@ int cmd_sft(int argc, char** argv) {
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
   LATHE_CHECK_ARG(!cfg.sft.is_null(), recipe, ": no sft: section (lathe sft reads sft.max_length, sft.packing, ...;"
                   " write `sft: {}` for the defaults; docs/sft.md)");
-  // The place LoRA plugs in (adapters on nn::Linear, PEFT folders): refused until it is wired.
-  LATHE_CHECK_ARG(cfg.lora.is_null(), recipe, ": lora: LoRA fine-tuning is not wired into lathe sft yet (full"
-                  " fine-tuning only): remove the lora: section");
   Progress progress(5.0);
   double last_val = -1;
   train::TrainerHooks hooks;
@@ -104,8 +101,9 @@ int cmd_sft(int argc, char** argv) {
   }
   std::printf("done: %lld steps, final train loss %.4f", (long long)res.steps_done, res.final_loss);
   if (res.final_val_loss >= 0) std::printf(", val loss %.4f", res.final_val_loss);
-  std::printf("\ncheckpoint: %s\nmodel: %s\nloss curve: %s\n", res.last_checkpoint.c_str(),
-              (fs::path(c.run_dir) / "model").string().c_str(), svg.c_str());
+  std::printf("\ncheckpoint: %s\n%s: %s\nloss curve: %s\n", res.last_checkpoint.c_str(),
+              c.lora.is_null() ? "model" : "adapter (PEFT; lathe merge BASE ADAPTER OUT merges it)",
+              trainer.output_dir().c_str(), svg.c_str());
   return 0;
 }
 

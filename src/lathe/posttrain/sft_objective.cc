@@ -124,7 +124,10 @@ SftBatch SftObjective::next_batch() {
 
 train::ObjectiveResult SftObjective::loss(Model& model, const SftBatch& b) {
   const double weight = static_cast<double>(opts_.grad_accum) * static_cast<double>(world_);
-  return {.loss = sft_loss(model, b, opts_.loss, weight, forward_),
+  // LoRA dropout: a mask per micro-batch and rank, a function of the data position (exact resume).
+  ForwardOptions o = forward_;
+  o.dropout_key = derive_key(forward_.dropout_key, static_cast<uint64_t>(position_ * world_ + rank_));
+  return {.loss = sft_loss(model, b, opts_.loss, weight, o),
           .tokens = static_cast<int64_t>(b.tokens.size()),
           .metrics = {{"trained_tokens", b.step_targets}}};
 }
@@ -134,11 +137,13 @@ std::optional<train::ObjectiveEval> SftObjective::evaluate(Model& model) {
   const auto n_rows = static_cast<int64_t>(val_rows_.size());
   const int64_t B = opts_.batch_size;
   const int64_t n = std::min<int64_t>(opts_.eval_batches, std::max<int64_t>(1, n_rows / B));
+  ForwardOptions eval_forward = forward_;
+  eval_forward.lora_dropout = false;  // evaluation sees the whole adapter
   double sums[2] = {0, 0};  // summed NLL, trained tokens
   for (int64_t i = rank_; i < n; i += world_) {  // the ranks share the (always the same) batches
     SftBatch b;
     for (int64_t j = 0; j < B; ++j) b.append(val_rows_[static_cast<size_t>((i * B + j) % n_rows)]);
-    sums[0] += static_cast<double>(sft_loss(model, b, SftLoss::kNll, 1.0, forward_).item()) * static_cast<double>(b.n_targets);
+    sums[0] += static_cast<double>(sft_loss(model, b, SftLoss::kNll, 1.0, eval_forward).item()) * static_cast<double>(b.n_targets);
     sums[1] += static_cast<double>(b.n_targets);
   }
   comm_->all_reduce_sum(sums, 2);

@@ -30,8 +30,12 @@ train::TrainResult SftTrainer::run(train::StartMode mode) {
   SftObjective objective(opts_, comm.size());
   train::TrainResult r = loop_.run(objective, mode, ctx);
   if (!r.stopped_early && comm.rank() == 0 && !r.last_checkpoint.empty())
-    export_hf_folder(r.last_checkpoint, (fs::path(loop_.config().run_dir) / "model").string());
+    export_hf_folder(r.last_checkpoint, output_dir());
   return r;
+}
+
+std::string SftTrainer::output_dir() const {
+  return (fs::path(loop_.config().run_dir) / (loop_.config().lora.is_null() ? "model" : "adapter")).string();
 }
 
 void export_hf_folder(const std::string& ckpt, const std::string& out) {

@@ -20,9 +20,12 @@ class SftTrainer {
   const train::TrainConfig& config() const { return loop_.config(); }
 
   // Trains to schedule.steps; after a finished run (not stopped early) rank 0 exports the last checkpoint
-  // to <run>/model. The run folder stays locked while the trainer lives.
+  // to output_dir(). The run folder stays locked while the trainer lives.
   train::TrainResult run(train::StartMode mode);
   static void request_stop() { train::TrainLoop::request_stop(); }
+  // <run>/model (a Hugging Face folder), or <run>/adapter for a LoRA run (a PEFT adapter folder with the
+  // tokenizer files; `lathe generate BASE --adapter DIR` runs it, `lathe merge` folds it into the base).
+  std::string output_dir() const;
 
  private:
   SftOptions opts_;

@@ -17,6 +17,7 @@
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/grad_bucketer.h"
+#include "lathe/train/lora_params.h"
 #include "lathe/train/param_groups.h"
 #include "lathe/train/rank_sync.h"
 #include "lathe/train/run_metrics.h"
@@ -117,6 +118,7 @@ class LoopRun {
   const ThreadPool& pool_;
   const bool lead_;  // rank 0: writes the run folder, metrics and checkpoints
   std::unique_ptr<Model> model_;
+  std::unique_ptr<LoraAdapters> lora_;  // a LoRA run (recipe lora:): only these train, the base is frozen
   std::unique_ptr<AdamW> opt_;
   bool zero_ = false;  // ZeRO-1 (train/zero.h): this rank keeps the optimizer state of its range only
   bool bf16_ = false;  // bf16 compute copies of the matmul weights (the optimizer keeps the f32 masters)
@@ -178,12 +180,27 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
 
   // --- model and optimizer (from the newest intact checkpoint when resuming) --------------------------
   const std::optional<std::string> ckpt = resume_checkpoint(cfg_.run_dir, mode, note);
-  model_ = open_model(cfg_, ckpt);
+  // A LoRA run's checkpoints hold the adapter only (a PEFT folder): the base always comes from model.base.
+  const bool lora_run = !cfg_.lora.is_null();
+  model_ = open_model(cfg_, lora_run ? std::nullopt : ckpt);
   Model& model = *model_;
   validate_recipe_for_model(cfg_, model.config());  // data.seq_len, samples.max_tokens vs the context
-  model.set_requires_grad(true);
+  std::vector<OptimParam> params;
+  if (lora_run) {
+    LATHE_CHECK_ARG(!cfg_.model_base.empty(), "recipe lora: LoRA adapts a pretrained model: set model.base");
+    LoraConfig lc = lora_config_from_json(cfg_.lora, "recipe lora", /*strict_keys=*/true);
+    if (lc.base_model_name_or_path.empty()) lc.base_model_name_or_path = cfg_.model_base;
+    lora_ = std::make_unique<LoraAdapters>(ckpt ? LoraAdapters::load(model, *ckpt) : LoraAdapters::create(model, lc, cfg_.seed));
+    freeze_base_for_lora(model, *lora_);
+    params = lora_optim_params(*lora_);
+    ckpt_opts_.lora = lora_.get();
+    say(str_cat("LoRA: rank ", lora_->config().r, " on ", lora_->modules().size(), " modules, ", lora_->n_params(),
+                " trainable parameters (the base frozen)"));
+  } else {
+    model.set_requires_grad(true);
+    params = optim_params(model, cfg_.decay_embeddings);
+  }
   zero_ = cfg_.zero == 1 && world > 1;
-  std::vector<OptimParam> params = optim_params(model, cfg_.decay_embeddings);
   const ElementRange owned = zero_ ? zero_owned_range(params, rank, world) : ElementRange{};
   opt_ = std::make_unique<AdamW>(std::move(params), cfg_.adamw, owned);
   if (zero_) say(str_cat("ZeRO-1: each rank keeps the optimizer state of ", owned.end - owned.begin, " elements"));
@@ -207,7 +224,10 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
     model.make_bf16_copies();
     model.round_bf16_copies(bf16_rounding_key(cfg_.seed, state_.step));
   }
-  const ForwardOptions forward{.recompute = cfg_.recompute_layers, .bf16 = bf16_};  // every forward of the run
+  // Every forward of the run; LoRA dropout keys: the objective varies this one per micro-batch.
+  const ForwardOptions forward{.recompute = cfg_.recompute_layers, .bf16 = bf16_,
+                               .lora_dropout = lora_ && lora_->config().lora_dropout > 0,
+                               .dropout_key = derive_key(cfg_.seed, 0x10AD)};
   const int64_t n_matmul = matmul_params(model);
   peak_gflops_ = cpu::measure_fma_peak_gflops(pool_, 0.2);
   comm_.all_reduce_sum(&peak_gflops_, 1);  // the job's peak: every rank's threads
@@ -269,6 +289,7 @@ double LoopRun::optimizer_step(int64_t step, double lr) {
   opt_->step(lr, clip, pool_);
   if (zero_) zero_all_gather_params(*opt_, comm_);
   model_->zero_grad();
+  if (lora_) lora_->for_each_param([](const std::string&, Tensor& t, int) { t.zero_grad(); });  // not model params
   if (bf16_) model_->round_bf16_copies(bf16_rounding_key(cfg_.seed, step + 1));
   model_->bump_weight_version();  // the weights (and their bf16 copies) of the next step are complete
   return gnorm;
