@@ -64,9 +64,11 @@ struct TrainConfig {
 
   // post-training sections, checked by their objectives (posttrain/sft_options.h): null when absent. An
   // `sft:` section makes this an SFT recipe (`lathe sft`): data.train is then JSON Lines and data.seq_len
-  // is replaced by sft.max_length. `lora:` is reserved for LoRA adapters (not wired yet: refused).
+  // is replaced by sft.max_length. A `dpo:` section makes it a preference recipe (`lathe dpo`,
+  // posttrain/dpo_options.h), with the same data rules. `lora:` trains LoRA adapters only.
   nlohmann::json sft;
   nlohmann::json lora;
+  nlohmann::json dpo;
 
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;
