@@ -195,11 +195,12 @@ TrainConfig from_tree(json tree, const std::string& where) {
     }
   }
   r.get("samples.max_tokens", c.sample_tokens);
-  for (const char* section : {"sft", "lora"}) {  // checked key by key by their objectives
+  for (auto [section, out] : {std::pair<const char*, json*>{"sft", &c.sft}, {"lora", &c.lora}, {"distill", &c.distill}}) {
+    // checked key by key by their objectives
     if (!tree.contains(section)) continue;
     json& v = tree[section];
     LATHE_CHECK_ARG(v.is_null() || v.is_object(), where, ": ", section, " must be a mapping");
-    (std::string(section) == "sft" ? c.sft : c.lora) = v.is_null() ? json::object() : v;
+    *out = v.is_null() ? json::object() : v;
     tree.erase(section);
   }
   r.reject_leftovers();
@@ -230,10 +231,10 @@ void validate_recipe(const TrainConfig& c) {
   check(c.allreduce_bucket_mb > 0, "run.allreduce_bucket_mb", c.allreduce_bucket_mb, "must be positive");
   check(c.zero == 0 || c.zero == 1, "run.zero", c.zero, "must be 0 or 1 (ZeRO-2/3 are out of scope)");
   // data: B * T tokens of int32 ids per micro-batch
-  if (c.sft.is_null()) {
+  if (c.sft.is_null() && c.distill.is_null()) {
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (shards from `lathe data prepare`)");
     check(c.seq_len >= 1, "data.seq_len", c.seq_len, "must be at least 1 (data.seq_len is required)");
-  } else {  // SFT: rows of JSON Lines examples, at most sft.max_length tokens each
+  } else {  // SFT and distillation: rows of JSON Lines examples, at most sft.max_length tokens each
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (a .jsonl file or a folder of them)");
     check(c.seq_len == 0, "data.seq_len", c.seq_len, "is not used by SFT: set sft.max_length");
     check(!c.document_masking, "data.document_masking", "true", "is not used by SFT: examples never attend to each other");

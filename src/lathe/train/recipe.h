@@ -65,8 +65,11 @@ struct TrainConfig {
   // post-training sections, checked by their objectives (posttrain/sft_options.h): null when absent. An
   // `sft:` section makes this an SFT recipe (`lathe sft`): data.train is then JSON Lines and data.seq_len
   // is replaced by sft.max_length. `lora:` is reserved for LoRA adapters (not wired yet: refused).
+  // `distill:` makes it a distillation recipe (`lathe distill`, posttrain/distill_options.h): the data as SFT
+  // (the sft: section's data keys apply; sft: may be left out).
   nlohmann::json sft;
   nlohmann::json lora;
+  nlohmann::json distill;
 
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;
