@@ -20,6 +20,7 @@ int cmd_chat_template(int argc, char** argv);
 int cmd_data(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_sft(int argc, char** argv);
+int cmd_distill(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_checkpoint(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
@@ -37,6 +38,7 @@ const CommandSpec& data_synth_spec();
 const CommandSpec& data_prepare_spec();
 const CommandSpec& pretrain_spec();
 const CommandSpec& sft_spec();
+const CommandSpec& distill_spec();
 const CommandSpec& plot_spec();
 const CommandSpec& checkpoint_verify_spec();
 const CommandSpec& bench_roofline_spec();
@@ -64,7 +66,7 @@ void usage() {
       "commands:\n";
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
                                   &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
-                                  &pretrain_spec(), &sft_spec(), &merge_spec(), &plot_spec(), &checkpoint_verify_spec(),
+                                  &pretrain_spec(), &sft_spec(), &distill_spec(), &merge_spec(), &plot_spec(), &checkpoint_verify_spec(),
                                   &chat_template_spec(),
                                   &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
     s += help_overview(*spec);
@@ -95,6 +97,7 @@ int run_command(int argc, char** argv) {
     if (cmd == "data") return lathe::cli::cmd_data(argc, argv);
     if (cmd == "pretrain") return lathe::cli::cmd_pretrain(argc, argv);
     if (cmd == "sft") return lathe::cli::cmd_sft(argc, argv);
+    if (cmd == "distill") return lathe::cli::cmd_distill(argc, argv);
     if (cmd == "plot") return lathe::cli::cmd_plot(argc, argv);
     if (cmd == "checkpoint") return lathe::cli::cmd_checkpoint(argc, argv);
     if (cmd == "bench") return lathe::cli::cmd_bench(argc, argv);
