@@ -107,8 +107,8 @@ TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
   EXPECT_TRUE(testing::is_clean_error(r, "distill.temprature")) << r.second;
   r = testing::run_lathe_bounded(distill_args(dir, "b", 5) + " distill.loss=jsd distill.beta=1.5");
   EXPECT_TRUE(testing::is_clean_error(r, "distill.beta")) << r.second;
-XX
-  EXPECT_FALSE(r.first == 0) << r.second;
+  r = testing::run_lathe_bounded("sft recipes/distill/tiny.yaml run.dir=" + dir + "/s");  // not sft's
+  EXPECT_TRUE(testing::is_clean_error(r, "lathe distill")) << r.second;
 }
 
 }  // namespace

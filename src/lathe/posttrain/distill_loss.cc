@@ -95,12 +95,16 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
                   "[linear_distill_loss] temperature > 0, chunk_rows >= 1, beta and alpha in [0, 1] expected");
   const Tensor hidden = hidden_in.to(DType::kF32).contiguous();
   const bool want_grad = needs_grad({&hidden_in, &weight});
+  const bool want_w = want_grad && weight.requires_grad();  // a LoRA run's frozen head takes none
+  for (int64_t i = 0; i < n; ++i)
+    LATHE_CHECK_ARG(targets[i] < V, "[linear_distill_loss] target ", targets[i], " (row ", i,
+                    ") outside the vocabulary [0, ", V, ")");
   const double kd_scale = o.alpha * (o.temperature_squared ? o.temperature * o.temperature : 1.0);
   const double nll_scale = 1 - o.alpha;
   Tensor dh, dw;  // [N, C], [V, C]: the loss's gradients, filled chunk by chunk
   if (want_grad) {
     dh = Tensor::zeros({n, c});
-    dw = Tensor::zeros({V, c});
+    if (want_w) dw = Tensor::zeros({V, c});
   }
   std::vector<double> row_d(static_cast<size_t>(n), 0), row_kl(static_cast<size_t>(n), 0),
       row_nll(static_cast<size_t>(n), 0);
@@ -133,7 +137,6 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
           for (int64_t j = 0; j < V; ++j) dr[j] = static_cast<float>(w * kd_scale * g[j]);
         const int32_t y = targets[static_cast<size_t>(i)];
         if (y >= 0) {  // hard-label CE at temperature 1, on the (capped) logits (a metric when α = 1)
-          LATHE_CHECK_ARG(y < V, "[linear_distill_loss] target ", y, " outside the vocabulary [0, ", V, ")");
           std::vector<double> x(static_cast<size_t>(V)), lx(static_cast<size_t>(V));
           for (int64_t j = 0; j < V; ++j)
             x[j] = o.final_softcap > 0 ? o.final_softcap * std::tanh(z[j] / o.final_softcap) : z[j];
@@ -154,7 +157,7 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
     if (want_grad) {
       // dh[rows] = dz · W; dW += dzᵀ · h.
       dh.slice(0, r0, r0 + r).copy_from(matmul(dz, weight));
-      dw = add(dw, matmul(dz.transpose(0, 1).contiguous(), h));
+      if (want_w) dw = add(dw, matmul(dz.transpose(0, 1).contiguous(), h));
     }
   }
   }
@@ -173,7 +176,7 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
   if (want_grad) {
     record(out, "linear_distill_loss", {hidden_in, weight}, [dh, dw](const Tensor& g) -> std::vector<Tensor> {
       const float gs = g.item();
-      return {scale(dh, gs), scale(dw, gs)};
+      return {scale(dh, gs), dw.defined() ? scale(dw, gs) : Tensor()};
     });
   }
   return out;
