@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -90,6 +91,23 @@ TEST(DistillCli, SigkillAndResumeReproducesTheUninterruptedRun) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
   EXPECT_EQ(testing::loss_lines(dir + "/killed"), want);
+}
+
+// Data parallel: two ranks (2 of the 4 rows of each micro-batch each, a teacher per rank) follow one process
+// on the same global batch. Skipped without mpirun.
+TEST(DistillCli, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_mpi"));
+  auto [rc, out] = testing::run_lathe(distill_args(dir, "one", 8) + " run.threads=1");
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = testing::run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
+      " " + distill_args(dir, "two", 8) + " run.threads=1");
+  ASSERT_EQ(rc, 0) << out;
+  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u) << out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
 }
 
 TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
