@@ -51,7 +51,8 @@ TEST(DistillCli, LossFallsAndWritesAHuggingFaceFolder) {
     ASSERT_EQ(l.size(), 30u);
     EXPECT_LT(mean_of(l, l.size() - 5, 5), 0.6 * mean_of(l, 0, 5)) << loss << ": the last 5 steps against the first 5";
     const fs::path model = fs::path(dir) / run / "model";
-    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) EXPECT_TRUE(fs::exists(model / f)) << f;
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+      EXPECT_TRUE(fs::exists(model / f)) << f;
     EXPECT_FALSE(fs::exists(model / "optimizer.safetensors"));
     std::ifstream metrics(dir + "/" + run + "/metrics.jsonl");
     const std::string lines((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
@@ -65,8 +66,8 @@ TEST(DistillCli, LossFallsAndWritesAHuggingFaceFolder) {
 
 TEST(DistillCli, LoraWritesAPeftAdapter) {
   const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_lora"));
-  const auto [rc, out] = testing::run_lathe(distill_args(dir, "run", 20) +
-                                            " lora.r=8 lora.lora_alpha=16 lora.target_modules=all-linear optimizer.lr=5e-3");
+  const std::string lora = " lora.r=8 lora.lora_alpha=16 lora.target_modules=all-linear optimizer.lr=5e-3";
+  const auto [rc, out] = testing::run_lathe(distill_args(dir, "run", 20) + lora);
   ASSERT_EQ(rc, 0) << out;
   const std::vector<double> l = testing::loss_values(dir + "/run");
   ASSERT_EQ(l.size(), 20u);

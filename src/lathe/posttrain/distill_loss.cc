@@ -83,8 +83,8 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
                            const std::vector<int32_t>& targets, const std::vector<double>& row_weights,
                            const DistillLossOptions& o, DistillSums* sums) {
   LATHE_CHECK_ARG(hidden_in.dim() == 2 && weight.dim() == 2 && hidden_in.size(1) == weight.size(1),
-                  "[linear_distill_loss] hidden [N, C] and weight [V, C] expected, got ", shape_str(hidden_in.shape()), " and ",
-                  shape_str(weight.shape()));
+                  "[linear_distill_loss] hidden [N, C] and weight [V, C] expected, got ", shape_str(hidden_in.shape()),
+                  " and ", shape_str(weight.shape()));
   LATHE_CHECK_ARG(weight.dtype() == DType::kF32, "[linear_distill_loss] the student head must be f32");
   const int64_t n = hidden_in.size(0), c = hidden_in.size(1), V = weight.size(0);
   LATHE_CHECK_ARG(static_cast<int64_t>(row_weights.size()) == n && static_cast<int64_t>(targets.size()) == n,

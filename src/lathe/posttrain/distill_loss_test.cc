@@ -33,7 +33,8 @@ std::unique_ptr<Model> student() {
 }
 
 std::unique_ptr<Model> teacher() {
-  return Model::load(testing::fixtures_root() + "/" + reference()["teacher_dir"].get<std::string>(), {.force_f32 = true});
+  const std::string dir = testing::fixtures_root() + "/" + reference()["teacher_dir"].get<std::string>();
+  return Model::load(dir, {.force_f32 = true});
 }
 
 Grads take_grads(Model& m) {
@@ -88,7 +89,9 @@ TEST(DistillLoss, MatchesTheReferenceLossesAndGradients) {
   auto t = teacher();
   const SftBatch b = reference_batch();
   const std::pair<Divergence, const char*> cases[] = {
-      {Divergence::kForwardKl, "loss_forward_kl"}, {Divergence::kReverseKl, "loss_reverse_kl"}, {Divergence::kJsd, "loss_jsd_0.5"}};
+      {Divergence::kForwardKl, "loss_forward_kl"},
+      {Divergence::kReverseKl, "loss_reverse_kl"},
+      {Divergence::kJsd, "loss_jsd_0.5"}};
   for (const auto& [d, key] : cases) {
     const Tensor l = distill_loss(*s, *t, b, reference_options(d), 1.0);
     const double want = ref[key].get<double>();

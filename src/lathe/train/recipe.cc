@@ -195,8 +195,9 @@ TrainConfig from_tree(json tree, const std::string& where) {
     }
   }
   r.get("samples.max_tokens", c.sample_tokens);
-  for (auto [section, out] : {std::pair<const char*, json*>{"sft", &c.sft}, {"lora", &c.lora}, {"distill", &c.distill}}) {
-    // checked key by key by their objectives
+  // Checked key by key by their objectives.
+  const std::pair<const char*, json*> sections[] = {{"sft", &c.sft}, {"lora", &c.lora}, {"distill", &c.distill}};
+  for (auto [section, out] : sections) {
     if (!tree.contains(section)) continue;
     json& v = tree[section];
     LATHE_CHECK_ARG(v.is_null() || v.is_object(), where, ": ", section, " must be a mapping");
