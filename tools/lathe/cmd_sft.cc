@@ -66,6 +66,7 @@ int cmd_sft(int argc, char** argv) {
   train::TrainConfig cfg = train::load_recipe(recipe, overrides);
   LATHE_CHECK_ARG(!cfg.sft.is_null(), recipe, ": no sft: section (lathe sft reads sft.max_length, sft.packing, ...;"
                   " write `sft: {}` for the defaults; docs/sft.md)");
+  LATHE_CHECK_ARG(cfg.distill.is_null(), recipe, ": a distill: section: distil with `lathe distill` (docs/distill.md)");
   Progress progress(5.0);
   double last_val = -1;
   train::TrainerHooks hooks;

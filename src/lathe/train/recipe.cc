@@ -195,12 +195,14 @@ TrainConfig from_tree(json tree, const std::string& where) {
     }
   }
   r.get("samples.max_tokens", c.sample_tokens);
-  for (const char* section : {"sft", "lora", "dpo"}) {  // checked key by key by their objectives
+  // Checked key by key by their objectives.
+  const std::pair<const char*, json*> sections[] = {
+      {"sft", &c.sft}, {"lora", &c.lora}, {"dpo", &c.dpo}, {"distill", &c.distill}};
+  for (auto [section, out] : sections) {
     if (!tree.contains(section)) continue;
     json& v = tree[section];
     LATHE_CHECK_ARG(v.is_null() || v.is_object(), where, ": ", section, " must be a mapping");
-    const std::string name = section;
-    (name == "sft" ? c.sft : name == "dpo" ? c.dpo : c.lora) = v.is_null() ? json::object() : v;
+    *out = v.is_null() ? json::object() : v;
     tree.erase(section);
   }
   r.reject_leftovers();
@@ -233,11 +235,14 @@ void validate_recipe(const TrainConfig& c) {
   // data: B * T tokens of int32 ids per micro-batch
   LATHE_CHECK_ARG(c.sft.is_null() || c.dpo.is_null(), where,
                   ": an sft: and a dpo: section: a recipe trains one objective (lathe sft or lathe dpo)");
-  if (c.sft.is_null() && c.dpo.is_null()) {
+  LATHE_CHECK_ARG(c.dpo.is_null() || c.distill.is_null(), where,
+                  ": a dpo: and a distill: section: a recipe trains one objective (lathe dpo or lathe distill)");
+  if (c.sft.is_null() && c.dpo.is_null() && c.distill.is_null()) {
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (shards from `lathe data prepare`)");
     check(c.seq_len >= 1, "data.seq_len", c.seq_len, "must be at least 1 (data.seq_len is required)");
-  } else {  // SFT / DPO: rows of JSON Lines examples, at most <section>.max_length tokens each
-    const std::string kind = c.sft.is_null() ? "DPO" : "SFT", section = c.sft.is_null() ? "dpo" : "sft";
+  } else {  // SFT / DPO / distillation: rows of JSON Lines examples, at most <section>.max_length tokens each
+    const std::string kind = !c.dpo.is_null() ? "DPO" : !c.distill.is_null() ? "distillation" : "SFT",
+                      section = !c.dpo.is_null() ? "dpo" : "sft";
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (a .jsonl file or a folder of them)");
     check(c.seq_len == 0, "data.seq_len", c.seq_len, str_cat("is not used by ", kind, ": set ", section, ".max_length"));
     check(!c.document_masking, "data.document_masking", "true",

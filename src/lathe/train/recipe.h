@@ -66,9 +66,12 @@ struct TrainConfig {
   // `sft:` section makes this an SFT recipe (`lathe sft`): data.train is then JSON Lines and data.seq_len
   // is replaced by sft.max_length. A `dpo:` section makes it a preference recipe (`lathe dpo`,
   // posttrain/dpo_options.h), with the same data rules. `lora:` trains LoRA adapters only.
+  // `distill:` makes it a distillation recipe (`lathe distill`, posttrain/distill_options.h): the data as SFT
+  // (the sft: section's data keys apply; sft: may be left out).
   nlohmann::json sft;
   nlohmann::json lora;
   nlohmann::json dpo;
+  nlohmann::json distill;
 
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;

@@ -1,0 +1,81 @@
+#include "lathe/posttrain/distill_objective.h"
+
+#include <cmath>
+
+#include "lathe/autograd/node.h"
+#include "lathe/base/error.h"
+#include "lathe/base/rng.h"
+#include "lathe/ops/linear.h"
+
+namespace lathe::posttrain {
+
+void check_teacher_vocab(const Model& student, const Model& teacher, const std::string& teacher_dir) {
+  const int64_t vs = student.config().vocab_size, vt = teacher.config().vocab_size;
+  LATHE_CHECK_ARG(vs == vt, "distill.teacher ", teacher_dir, ": the teacher's vocab_size is ", vt,
+                  " but the student's is ", vs, "; logit distillation compares the two distributions token by"
+                  " token, so both models need the same vocabulary");
+}
+
+Tensor distill_loss(Model& student, const Model& teacher, const SftBatch& b, const DistillLossOptions& o,
+                    double weight, const ForwardOptions& fo, DistillSums* sums) {
+  LATHE_CHECK_ARG(b.n_targets > 0, "[distill_loss] a micro-batch without trained tokens");
+  LATHE_CHECK_ARG(!student.weights().lm_head.lora.defined(), "[distill_loss] a LoRA adapter on lm_head is not"
+                  " supported by the distillation head (leave lm_head out of lora.target_modules)");
+  const double denom = b.step_targets > 0 ? b.step_targets : static_cast<double>(b.n_targets);
+  const ForwardBatch fb = b.forward_batch();
+  const Tensor hs = student.hidden(fb, fo);  // [N, C]
+  Tensor ht;                                 // [N, C_teacher]
+  {
+    NoGradGuard no_grad;
+    ht = teacher.hidden(fb);
+  }
+  const Tensor wt = teacher.weights().lm_head.weight;  // [V, C_teacher], f32 or 16-bit
+  const float tcap = teacher.config().final_softcap;
+  auto teacher_logits = [&](int64_t r0, int64_t r) {  // [r, V]
+    NoGradGuard no_grad;
+    Tensor z = linear(ht.slice(0, r0, r0 + r).contiguous(), wt);
+    if (tcap > 0) {
+      float* p = z.data<float>();
+      for (int64_t i = 0; i < z.numel(); ++i) p[i] = tcap * std::tanh(p[i] / tcap);
+    }
+    return z;
+  };
+  std::vector<double> w(b.targets.size(), 0.0);
+  for (size_t i = 0; i < w.size(); ++i)
+    if (b.targets[i] != -100) w[i] = weight / denom;
+  DistillLossOptions lo = o;
+  lo.final_softcap = student.config().final_softcap;
+  return linear_distill_loss(hs, student.weights().lm_head.weight, teacher_logits, b.targets, w, lo, sums);
+}
+
+DistillObjective::DistillObjective(DistillOptions opts, int world)
+    : opts_(std::move(opts)), world_(world), data_(opts_.sft, world) {}
+
+DistillObjective::~DistillObjective() = default;
+
+void DistillObjective::start(const train::ObjectiveStart& s) {
+  rank_ = s.comm.rank();
+  forward_ = s.forward;
+  data_.start(s);
+  teacher_ = Model::load(opts_.teacher);  // frozen: no requires_grad, 16-bit weights used in place
+  check_teacher_vocab(s.model, *teacher_, opts_.teacher);
+  s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); loss ",
+                 divergence_name(opts_.loss.divergence), " at temperature ", opts_.loss.temperature, ", alpha ",
+                 opts_.loss.alpha));
+}
+
+train::ObjectiveResult DistillObjective::loss(Model& model, const SftBatch& b) {
+  const double weight = static_cast<double>(opts_.sft.grad_accum) * static_cast<double>(world_);
+  ForwardOptions o = forward_;  // LoRA dropout keyed by the data position, as SFT (exact resume)
+  o.dropout_key = derive_key(forward_.dropout_key, static_cast<uint64_t>(data_.data_position() * world_ + rank_));
+  DistillSums sums;
+  Tensor l = distill_loss(model, *teacher_, b, opts_.loss, weight, o, &sums);
+  // Each sum is (weight / step_targets)·Σ over this micro-batch: the loop's mean over micro-batches and
+  // ranks is the per-token mean of the step.
+  return {.loss = l,
+          .tokens = static_cast<int64_t>(b.tokens.size()),
+          .metrics = {{"divergence", sums.divergence}, {"kl_per_token", sums.kl_forward}, {"nll", sums.nll},
+                      {"trained_tokens", b.step_targets}}};
+}
+
+}  // namespace lathe::posttrain

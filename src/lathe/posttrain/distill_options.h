@@ -1,0 +1,27 @@
+// The `distill:` section of a recipe (docs/distill.md): offline logit distillation from a frozen teacher.
+// The data keys are SFT's (data.*, and sft.max_length, packing, masks, ... from an optional sft: section);
+// every distill key is checked like the sft ones. Defaults: Tunix's LogitStrategy (τ 2.0, α 0.5, T² on) with
+// TRL's GKD β 0.5 for the JSD (specs/posttrain.md §7), written into the resolved recipe.
+#pragma once
+
+#include <string>
+
+#include "lathe/posttrain/distill_loss.h"
+#include "lathe/posttrain/sft_options.h"
+
+namespace lathe::posttrain {
+
+struct DistillOptions {
+  SftOptions sft;            // data and encoding (sft.loss_type is not used: the hard-label term is the NLL)
+  std::string teacher;       // distill.teacher: a Hugging Face folder with the student's vocabulary
+  DistillLossOptions loss;   // distill.loss (forward_kl | reverse_kl | jsd), beta, temperature,
+                             // temperature_squared, alpha, chunk_rows
+};
+
+// From a resolved recipe whose `distill` is set (an absent sft: section reads as `sft: {}`); writes the
+// defaults it applied into c.resolved["distill"] (and ["sft"]).
+DistillOptions distill_options(train::TrainConfig& c);
+
+const char* divergence_name(Divergence d);
+
+}  // namespace lathe::posttrain
