@@ -107,8 +107,8 @@ TEST(Engine, AbortEndsTheRequestAndFreesItsBlocks) {
   Engine engine(m, {});
   const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 100));
   const Submission other = engine.submit(testing::greedy_request({5, 6, 7}, 5));
-  ASSERT_TRUE(s.stream->next().has_value());  // it runs
-  EXPECT_GT(settled_metrics(engine).core.kv_blocks_used, 0);
+  ASSERT_TRUE(s.stream->next().has_value());  // it runs: abort at once (waiting for a metrics publish here
+                                              // let a fast CPU finish all 100 tokens first)
   engine.abort(s.request_id);
   engine.abort(12345);  // unknown: ignored
   const Completion rest = read_all(*s.stream);
