@@ -1,11 +1,7 @@
 #include "lathe/posttrain/dpo_trainer.h"
 
-#include <filesystem>
-
-#include "lathe/base/context.h"
-#include "lathe/dist/communicator.h"
 #include "lathe/posttrain/dpo_objective.h"
-#include "lathe/posttrain/sft_trainer.h"
+#include "lathe/posttrain/posttrain_run.h"
 
 namespace lathe::posttrain {
 
@@ -22,18 +18,9 @@ DpoTrainer::DpoTrainer(train::TrainConfig cfg, train::TrainerHooks hooks)
     : loop_(with_defaults(std::move(cfg), opts_), std::move(hooks)) {}
 
 train::TrainResult DpoTrainer::run(train::StartMode mode) {
-  dist::Communicator& comm = dist::world();
-  Context ctx(train::train_thread_count(loop_.config().threads, comm));  // first: outlives what it runs
-  ContextScope scope(ctx);
-  DpoObjective objective(opts_, comm.size());
-  train::TrainResult r = loop_.run(objective, mode, ctx);
-  if (!r.stopped_early && comm.rank() == 0 && !r.last_checkpoint.empty())
-    export_hf_folder(r.last_checkpoint, output_dir());
-  return r;
+  return run_and_export(loop_, mode, [this](int world) { return std::make_unique<DpoObjective>(opts_, world); });
 }
 
-std::string DpoTrainer::output_dir() const {
-  return (std::filesystem::path(loop_.config().run_dir) / (loop_.config().lora.is_null() ? "model" : "adapter")).string();
-}
+std::string DpoTrainer::output_dir() const { return posttrain::output_dir(loop_.config()); }
 
 }  // namespace lathe::posttrain

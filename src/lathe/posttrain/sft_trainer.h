@@ -32,8 +32,4 @@ class SftTrainer {
   train::TrainLoop loop_;
 };
 
-// Writes `out` (replaced) as a Hugging Face folder from checkpoint `ckpt`: every file but the training
-// state (optimizer.safetensors, state.json, DONE), copied to a temporary folder and renamed into place.
-void export_hf_folder(const std::string& ckpt, const std::string& out);
-
 }  // namespace lathe::posttrain
