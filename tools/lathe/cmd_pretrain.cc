@@ -1,7 +1,6 @@
 // lathe pretrain RECIPE.yaml [key=value ...] [--resume | --overwrite]: the pre-training loop with a progress bar,
 // metrics in <run>/metrics.jsonl, checkpoints, a loss curve and generated samples at the end.
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <cmath>
@@ -16,20 +15,13 @@
 #include "lathe/train/trainer.h"
 #include "plot.h"
 #include "progress.h"
+#include "train_command.h"
 
 namespace lathe::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-extern "C" void on_stop_signal(int) { train::Trainer::request_stop(); }
-
-std::string num(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, x);
-  return buf;
-}
 
 std::string duration(double s) {
   if (s < 0 || !std::isfinite(s)) return "?";
@@ -69,23 +61,10 @@ const CommandSpec& pretrain_spec() {
 
 int cmd_pretrain(int argc, char** argv) {
   const Args a = Args::parse(argc, argv, 2, pretrain_spec());
-  std::vector<std::string> overrides;
-  std::string recipe;
-  for (const auto& p : a.positional) {
-    if (p.find('=') != std::string::npos) overrides.push_back(p);
-    else if (recipe.empty()) recipe = p;
-    else throw InvalidArgument(str_cat("pretrain: more than one recipe given ('", recipe, "' and '", p, "')"));
-  }
-  if (a.help() || recipe.empty()) {
-    std::fputs(help_text(pretrain_spec()).c_str(), stderr);
-    return a.help() ? 0 : 2;
-  }
-  LATHE_CHECK_ARG(!(a.has("--resume") && a.has("--overwrite")),
-                  "pretrain: --resume continues the run in run.dir and --overwrite deletes it: give one of them");
-  const train::StartMode mode = a.has("--resume")      ? train::StartMode::kResume
-                                : a.has("--overwrite") ? train::StartMode::kOverwrite
-                                                       : train::StartMode::kFresh;
-  train::TrainConfig cfg = train::load_recipe(recipe, overrides);
+  const std::optional<RecipeArgs> r = parse_recipe_args(a, pretrain_spec());
+  if (!r) return a.help() ? 0 : 2;
+  const std::string& recipe = r->recipe;
+  train::TrainConfig cfg = train::load_recipe(recipe, r->overrides);
   LATHE_CHECK_ARG(cfg.sft.is_null(), recipe, ": an sft: section: fine-tune with `lathe sft`");
   LATHE_CHECK_ARG(cfg.dpo.is_null(), recipe, ": a dpo: section: preference-tune with `lathe dpo`");
   LATHE_CHECK_ARG(cfg.distill.is_null(), recipe, ": a distill: section: distil with `lathe distill`");
@@ -99,27 +78,26 @@ int cmd_pretrain(int argc, char** argv) {
   hooks.on_message = [&](const std::string& m) { progress.println(m); };
   hooks.on_eval = [&](const train::EvalReport& e) {
     last_val = e.val_loss;
-    progress.println("step " + std::to_string(e.step) + ": val loss " + num("%.4f", e.val_loss));
+    progress.println("step " + std::to_string(e.step) + ": val loss " + fmt("%.4f", e.val_loss));
   };
   hooks.on_step = [&](const train::StepReport& r) {
     const double eta = r.elapsed_s / static_cast<double>(r.step) * static_cast<double>(r.steps - r.step);
     std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(r.steps) + " loss " +
-                       num("%.4f", r.loss) + " lr " + num("%.2e", r.lr) + " gnorm " + num("%.2f", r.grad_norm) +
-                       " " + num("%.0f", r.tokens_per_s) + " tok/s MFU " + num("%.1f%%", 100 * r.mfu) + " ETA " +
+                       fmt("%.4f", r.loss) + " lr " + fmt("%.2e", r.lr) + " gnorm " + fmt("%.2f", r.grad_norm) +
+                       " " + fmt("%.0f", r.tokens_per_s) + " tok/s MFU " + fmt("%.1f%%", 100 * r.mfu) + " ETA " +
                        duration(eta);
-    if (last_val >= 0) line += " val " + num("%.3f", last_val);
+    if (last_val >= 0) line += " val " + fmt("%.3f", last_val);
     progress.update(static_cast<double>(r.step) / static_cast<double>(r.steps), line, r.step == r.steps);
   };
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-
   std::printf("lathe pretrain %s -> %s\n", recipe.c_str(), cfg.run_dir.c_str());
   std::fflush(stdout);
-  train::Trainer trainer(cfg, hooks);
-  const train::TrainResult res = trainer.run(mode);  // run.dir stays locked while `trainer` lives
-  progress.finish();
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  train::Trainer trainer(cfg, hooks);  // run.dir stays locked while `trainer` lives
+  train::TrainResult res;
+  {
+    const StopSignals stop;
+    res = trainer.run(r->mode);
+    progress.finish();
+  }
 
   const std::string svg = (fs::path(cfg.run_dir) / "loss.svg").string();
   write_training_plot(cfg.run_dir, svg);
