@@ -122,7 +122,8 @@ std::vector<PreferencePair> encode_preference_dataset(const std::string& path, c
   return out;
 }
 
-DpoObjective::DpoObjective(DpoOptions opts, int world) : opts_(std::move(opts)), world_(world) {
+DpoObjective::DpoObjective(DpoOptions opts, int world)
+    : opts_(std::move(opts)), world_(world), order_(derive_key(opts_.seed, hash_name("dpo pairs")), opts_.shuffle) {
   LATHE_CHECK_ARG(opts_.batch_size % world == 0, "data.batch_size ", opts_.batch_size, " must be a multiple of the ",
                   world, " ranks (every rank trains on the same number of pairs)");
 }
@@ -136,13 +137,7 @@ void DpoObjective::start(const train::ObjectiveStart& s) {
   // The reference: no dropout, no recompute (no backward), the adapter off.
   ref_forward_ = ForwardOptions{.bf16 = forward_.bf16, .lora = false};
   const ModelConfig& mc = s.model.config();
-  LATHE_CHECK_ARG(mc.max_positions <= 0 || opts_.encoder.max_length <= mc.max_positions, "dpo.max_length ",
-                  opts_.encoder.max_length, " exceeds the model's context (max_position_embeddings = ",
-                  mc.max_positions, ")");
-  const ExampleEncoder enc(tokenizer::read_tokenizer_files(opts_.tokenizer), opts_.encoder);
-  LATHE_CHECK_ARG(static_cast<int64_t>(enc.tokenizer().vocab_size()) <= mc.vocab_size, opts_.tokenizer,
-                  ": the tokenizer has ", enc.tokenizer().vocab_size(), " ids, more than the model's vocab_size ",
-                  mc.vocab_size);
+  const ExampleEncoder enc = open_example_encoder("dpo", opts_.tokenizer, opts_.encoder, mc);
   std::string first;
   train_ = encode_preference_dataset(opts_.train_data, enc, &first);
   const std::vector<int32_t> stops = stop_token_ids(enc.tokenizer(), mc.eos_token_ids, s.model.generation_config());
@@ -176,17 +171,7 @@ void DpoObjective::seek(int64_t position) { position_ = position; }
 
 int64_t DpoObjective::pair_at(int64_t g) {
   const auto n = static_cast<int64_t>(train_.size());
-  const int64_t epoch = g / n;
-  if (!opts_.shuffle) return g % n;
-  if (epoch != order_epoch_) {  // Fisher-Yates from a counter RNG keyed by (seed, epoch): resumable
-    order_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) order_[i] = i;
-    CounterRng rng{.key = derive_key(derive_key(opts_.seed, hash_name("dpo pairs")), static_cast<uint64_t>(epoch))};
-    for (int64_t i = n - 1; i > 0; --i)
-      std::swap(order_[i], order_[static_cast<int64_t>(rng.next_below(static_cast<uint64_t>(i + 1)))]);
-    order_epoch_ = epoch;
-  }
-  return order_[g % n];
+  return order_.at(g, n);
 }
 
 DpoBatch DpoObjective::next_batch() {

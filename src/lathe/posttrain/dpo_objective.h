@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "lathe/posttrain/epoch_order.h"
 #include "lathe/posttrain/dpo_batch.h"
 #include "lathe/posttrain/dpo_options.h"
 #include "lathe/train/objective.h"
@@ -79,8 +80,7 @@ class DpoObjective final : public train::BatchObjective<DpoBatch> {
   int64_t reference_forwards_ = 0;
   double mean_pair_tokens_ = 1;
   int64_t position_ = 0;      // global pairs consumed
-  int64_t order_epoch_ = -1;  // the epoch whose order `order_` holds
-  std::vector<int64_t> order_;
+  EpochOrder order_;           // the example at each global position (shuffled per epoch)
   dist::Communicator* comm_ = nullptr;
 };
 

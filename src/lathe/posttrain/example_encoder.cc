@@ -48,7 +48,19 @@ ExampleEncoder::ExampleEncoder(tokenizer::TokenizerFiles files, EncoderOptions o
   LATHE_CHECK_ARG(opts_.template_kwargs.is_object(), "chat template kwargs must be a mapping");
 }
 
+ExampleEncoder::ExampleEncoder(ExampleEncoder&&) noexcept = default;
 ExampleEncoder::~ExampleEncoder() = default;
+
+ExampleEncoder open_example_encoder(const std::string& section, const std::string& tokenizer_path,
+                                    const EncoderOptions& opts, const ModelConfig& mc) {
+  LATHE_CHECK_ARG(mc.max_positions <= 0 || opts.max_length <= mc.max_positions, section, ".max_length ",
+                  opts.max_length, " exceeds the model's context (max_position_embeddings = ", mc.max_positions, ")");
+  ExampleEncoder enc(tokenizer::read_tokenizer_files(tokenizer_path), opts);
+  LATHE_CHECK_ARG(static_cast<int64_t>(enc.tokenizer().vocab_size()) <= mc.vocab_size, tokenizer_path,
+                  ": the tokenizer has ", enc.tokenizer().vocab_size(), " ids, more than the model's vocab_size ",
+                  mc.vocab_size);
+  return enc;
+}
 
 std::string ExampleEncoder::render(const ordered_json& messages, bool add_generation_prompt, const ordered_json& tools) const {
   if (!template_)

@@ -23,6 +23,7 @@
 
 #include "lathe/io/jinja/chat_template.h"
 #include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/models/config.h"
 #include "lathe/posttrain/dataset.h"
 
 namespace lathe::posttrain {
@@ -57,6 +58,7 @@ class ExampleEncoder {
  public:
   // `files`: the tokenizer (tokenizer_config.json gives the chat template and special token strings).
   ExampleEncoder(tokenizer::TokenizerFiles files, EncoderOptions opts);
+  ExampleEncoder(ExampleEncoder&&) noexcept;
   ~ExampleEncoder();
 
   const tokenizer::Tokenizer& tokenizer() const { return tok_; }
@@ -93,6 +95,12 @@ class ExampleEncoder {
   nlohmann::ordered_json specials_;                 // the template's special-token variables
   EncoderOptions opts_;
 };
+
+// The encoder of a post-training section's data (`section`: "sft", "dpo") for a model of config `mc`:
+// InvalidArgument when <section>.max_length exceeds the model's context or the tokenizer has ids the
+// model's vocabulary lacks (both numbers named).
+ExampleEncoder open_example_encoder(const std::string& section, const std::string& tokenizer_path,
+                                    const EncoderOptions& opts, const ModelConfig& mc);
 
 // The ids that end an answer: the tokenizer's EOS, the model's eos_token_id(s) (config.json and
 // generation_config.json), without repeats.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lathe/posttrain/dataset.h"
+#include "lathe/posttrain/epoch_order.h"
 #include "lathe/posttrain/example_encoder.h"
 #include "lathe/posttrain/sft_options.h"
 #include "lathe/posttrain/sft_rows.h"
@@ -57,8 +58,7 @@ class SftObjective final : public train::BatchObjective<SftBatch> {
   int64_t position_ = 0;       // global rows consumed
   int64_t micro_ = 0;          // micro-batch of the current step
   double step_targets_ = 0;    // trained targets of the current step
-  int64_t order_epoch_ = -1;   // the epoch whose order `order_` holds
-  std::vector<int64_t> order_;
+  EpochOrder order_;           // the example at each global position (shuffled per epoch)
   dist::Communicator* comm_ = nullptr;
 };
 
