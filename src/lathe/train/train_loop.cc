@@ -288,8 +288,9 @@ double LoopRun::optimizer_step(int64_t step, double lr) {
   const float clip = cfg_.grad_clip > 0 && gnorm > cfg_.grad_clip ? static_cast<float>(cfg_.grad_clip / gnorm) : 1.f;
   opt_->step(lr, clip, pool_);
   if (zero_) zero_all_gather_params(*opt_, comm_);
+  // The model's parameters and whatever else the optimizer steps (a LoRA run's adapters are not the model's).
   model_->zero_grad();
-  if (lora_) lora_->for_each_param([](const std::string&, Tensor& t, int) { t.zero_grad(); });  // not model params
+  for (const OptimParam& p : opt_->params()) Tensor(p.value).zero_grad();
   if (bf16_) model_->round_bf16_copies(bf16_rounding_key(cfg_.seed, step + 1));
   model_->bump_weight_version();  // the weights (and their bf16 copies) of the next step are complete
   return gnorm;
