@@ -147,22 +147,15 @@ LATHE_AVX2 void pack_transpose(const T* src, int64_t ld, int rows, int64_t kc, i
       if (lanes == 8) {
 #pragma GCC unroll 8
         for (int p = 0; p < 8; ++p) _mm256_storeu_ps(d + (p0 + p) * stride, r[p]);
-      } else if (lanes == stride) {
-        // One group narrower than 8 (A panels, MR = 6): the 8 steps are 8 * stride contiguous floats.
-        // Each 8-wide store spills past its step into lanes the next store overwrites; the last step
-        // writes its lanes exactly (4 + 2 for MR = 6, else one at a time). Element by element, this
-        // pack took 8% of a 1024^3 GEMM on Zen 2.
+      } else if (stride == 6) {
+        // A panels (MR = 6, one group): the 8 steps are 48 contiguous floats. Each 8-wide store spills past
+        // its step into lanes the next store overwrites; the last step writes its 6 lanes exactly (4 + 2).
+        // Element by element, this pack took 8% of a 1024^3 GEMM on Zen 2.
 #pragma GCC unroll 8
         for (int p = 0; p < 7; ++p) _mm256_storeu_ps(d + (p0 + p) * stride, r[p]);
         float* last = d + (p0 + 7) * stride;
-        if (lanes == 6) {
-          _mm_storeu_ps(last, _mm256_castps256_ps128(r[7]));
-          _mm_storel_pi(reinterpret_cast<__m64*>(last + 4), _mm256_extractf128_ps(r[7], 1));
-        } else {
-          alignas(32) float row[8];
-          _mm256_store_ps(row, r[7]);
-          for (int j = 0; j < lanes; ++j) last[j] = row[j];
-        }
+        _mm_storeu_ps(last, _mm256_castps256_ps128(r[7]));
+        _mm_storel_pi(reinterpret_cast<__m64*>(last + 4), _mm256_extractf128_ps(r[7], 1));
       } else {  // a narrower group must not write into the next k step's lanes
         alignas(32) float row[8];
         for (int p = 0; p < 8; ++p) {
