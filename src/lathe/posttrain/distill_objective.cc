@@ -66,8 +66,7 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
 
 train::ObjectiveResult DistillObjective::loss(Model& model, const SftBatch& b) {
   const double weight = static_cast<double>(opts_.sft.grad_accum) * static_cast<double>(world_);
-  ForwardOptions o = forward_;  // LoRA dropout keyed by the data position, as SFT (exact resume)
-  o.dropout_key = derive_key(forward_.dropout_key, static_cast<uint64_t>(data_.data_position() * world_ + rank_));
+  const ForwardOptions o = train::micro_batch_forward(forward_, data_.data_position(), world_, rank_);
   DistillSums sums;
   Tensor l = distill_loss(model, *teacher_, b, opts_.loss, weight, o, &sums);
   // Each sum is (weight / step_targets)·Σ over this micro-batch: the loop's mean over micro-batches and

@@ -207,9 +207,7 @@ RefLogps DpoObjective::reference_logps(const Model& policy, const DpoBatch& b, b
 
 train::ObjectiveResult DpoObjective::loss(Model& model, const DpoBatch& b) {
   const RefLogps ref = reference_logps(model, b);
-  // LoRA dropout: a mask per micro-batch and rank, a function of the data position (exact resume).
-  ForwardOptions o = forward_;
-  o.dropout_key = derive_key(forward_.dropout_key, static_cast<uint64_t>(position_ * world_ + rank_));
+  const ForwardOptions o = train::micro_batch_forward(forward_, position_, world_, rank_);
   return dpo_loss(model, b, ref, opts_.loss, o);
 }
 

@@ -109,9 +109,7 @@ SftBatch SftObjective::next_batch() {
 
 train::ObjectiveResult SftObjective::loss(Model& model, const SftBatch& b) {
   const double weight = static_cast<double>(opts_.grad_accum) * static_cast<double>(world_);
-  // LoRA dropout: a mask per micro-batch and rank, a function of the data position (exact resume).
-  ForwardOptions o = forward_;
-  o.dropout_key = derive_key(forward_.dropout_key, static_cast<uint64_t>(position_ * world_ + rank_));
+  const ForwardOptions o = train::micro_batch_forward(forward_, position_, world_, rank_);
   return {.loss = sft_loss(model, b, opts_.loss, weight, o),
           .tokens = static_cast<int64_t>(b.tokens.size()),
           .metrics = {{"trained_tokens", b.step_targets}}};

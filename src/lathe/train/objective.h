@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lathe/base/rng.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/models/model.h"
 
@@ -49,6 +50,15 @@ struct ObjectiveStart {
   std::function<void(const std::string&)> note;  // a message for the user (printed by rank 0)
 };
 // (All three are valid until the loop's run() returns; an objective keeps none of them past it.)
+
+// The run's forward options for one training micro-batch: LoRA dropout masks keyed by the data position and
+// the rank (a pure function of the data, so a resumed run redraws the same masks). Without dropout the key
+// is unused.
+inline ForwardOptions micro_batch_forward(const ForwardOptions& run, int64_t data_position, int world, int rank) {
+  ForwardOptions o = run;
+  o.dropout_key = derive_key(run.dropout_key, static_cast<uint64_t>(data_position * world + rank));
+  return o;
+}
 
 class Objective {
  public:

@@ -227,7 +227,7 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   // Every forward of the run; LoRA dropout keys: the objective varies this one per micro-batch.
   const ForwardOptions forward{.recompute = cfg_.recompute_layers, .bf16 = bf16_,
                                .lora_dropout = lora_ && lora_->config().lora_dropout > 0,
-                               .dropout_key = derive_key(cfg_.seed, 0x10AD)};
+                               .dropout_key = derive_key(cfg_.seed, 0x10AD)};  // the label of the dropout stream
   const int64_t n_matmul = matmul_params(model);
   peak_gflops_ = cpu::measure_fma_peak_gflops(pool_, 0.2);
   comm_.all_reduce_sum(&peak_gflops_, 1);  // the job's peak: every rank's threads
