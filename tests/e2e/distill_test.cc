@@ -32,12 +32,6 @@ std::string tokenizer_in(const std::string& dir) {
   return dir;
 }
 
-double mean_of(const std::vector<double>& v, size_t from, size_t n) {
-  double s = 0;
-  for (size_t i = from; i < from + n; ++i) s += v[i];
-  return s / static_cast<double>(n);
-}
-
 TEST(DistillCli, LossFallsAndWritesAHuggingFaceFolder) {
   const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli"));
   for (const char* loss : {"forward_kl", "jsd"}) {
@@ -49,7 +43,7 @@ TEST(DistillCli, LossFallsAndWritesAHuggingFaceFolder) {
     EXPECT_NE(out.find("kl/tok"), std::string::npos) << out;
     const std::vector<double> l = testing::loss_values(dir + "/" + run);
     ASSERT_EQ(l.size(), 30u);
-    EXPECT_LT(mean_of(l, l.size() - 5, 5), 0.6 * mean_of(l, 0, 5)) << loss << ": the last 5 steps against the first 5";
+    EXPECT_LT(testing::mean_of(l, l.size() - 5, 5), 0.6 * testing::mean_of(l, 0, 5)) << loss << ": the last 5 steps against the first 5";
     const fs::path model = fs::path(dir) / run / "model";
     for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
       EXPECT_TRUE(fs::exists(model / f)) << f;
@@ -71,7 +65,7 @@ TEST(DistillCli, LoraWritesAPeftAdapter) {
   ASSERT_EQ(rc, 0) << out;
   const std::vector<double> l = testing::loss_values(dir + "/run");
   ASSERT_EQ(l.size(), 20u);
-  EXPECT_LT(mean_of(l, l.size() - 5, 5), mean_of(l, 0, 5));
+  EXPECT_LT(testing::mean_of(l, l.size() - 5, 5), testing::mean_of(l, 0, 5));
   EXPECT_TRUE(fs::exists(fs::path(dir) / "run" / "adapter" / "adapter_config.json"));
   EXPECT_TRUE(fs::exists(fs::path(dir) / "run" / "adapter" / "adapter_model.safetensors"));
 }

@@ -43,12 +43,6 @@ std::vector<double> step_metric(const std::string& run_dir, const std::string& k
   return out;
 }
 
-double mean_of(const std::vector<double>& v, size_t from, size_t n) {
-  double s = 0;
-  for (size_t i = from; i < from + n; ++i) s += v[i];
-  return s / static_cast<double>(n);
-}
-
 void expect_rewards_rise(const std::string& run_dir, size_t steps) {
   const std::vector<double> margin = step_metric(run_dir, "rewards/margins"),
                             acc = step_metric(run_dir, "rewards/accuracies");
@@ -56,11 +50,11 @@ void expect_rewards_rise(const std::string& run_dir, size_t steps) {
   ASSERT_EQ(acc.size(), steps);
   for (const char* k : {"rewards/chosen", "rewards/rejected", "logps/chosen", "logps/rejected"})
     EXPECT_EQ(step_metric(run_dir, k).size(), steps) << k;
-  EXPECT_GT(mean_of(margin, steps - 5, 5), mean_of(margin, 0, 5) + 0.05) << "the reward margin of the last 5 steps";
-  EXPECT_GT(mean_of(acc, steps - 5, 5), mean_of(acc, 0, 5)) << "the reward accuracy of the last 5 steps";
-  EXPECT_GE(mean_of(acc, steps - 5, 5), 0.9);
+  EXPECT_GT(testing::mean_of(margin, steps - 5, 5), testing::mean_of(margin, 0, 5) + 0.05) << "the reward margin of the last 5 steps";
+  EXPECT_GT(testing::mean_of(acc, steps - 5, 5), testing::mean_of(acc, 0, 5)) << "the reward accuracy of the last 5 steps";
+  EXPECT_GE(testing::mean_of(acc, steps - 5, 5), 0.9);
   const std::vector<double> loss = testing::loss_values(run_dir);
-  EXPECT_LT(mean_of(loss, steps - 5, 5), mean_of(loss, 0, 5));
+  EXPECT_LT(testing::mean_of(loss, steps - 5, 5), testing::mean_of(loss, 0, 5));
 }
 
 TEST(DpoCli, RaisesTheRewardMarginAndWritesAHuggingFaceFolder) {
@@ -113,7 +107,7 @@ TEST(DpoCli, EveryLossTypeRuns) {
     ASSERT_EQ(rc, 0) << t << "\n" << out;
     const std::vector<double> margin = step_metric(dir + "/" + run, "rewards/margins");
     ASSERT_EQ(margin.size(), 12u) << t;
-    EXPECT_GT(mean_of(margin, 9, 3), mean_of(margin, 0, 3)) << t;
+    EXPECT_GT(testing::mean_of(margin, 9, 3), testing::mean_of(margin, 0, 3)) << t;
   }
   const auto r = testing::run_lathe_bounded(dpo_args(dir, "bad", 2) + " dpo.loss_type=kto");
   EXPECT_TRUE(testing::is_clean_error(r, "dpo.loss_type")) << r.second;

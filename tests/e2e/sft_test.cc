@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
@@ -32,6 +33,16 @@ std::string tokenizer_in(const std::string& dir) {
   return dir;
 }
 
+// The summed losses of a run's first and last 5 steps.
+std::pair<double, double> first_and_last_five(const std::vector<double>& loss) {
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) {
+    first += loss[static_cast<size_t>(i)];
+    last += loss[loss.size() - 1 - static_cast<size_t>(i)];
+  }
+  return {first, last};
+}
+
 TEST(SftCli, TrainsAndWritesAHuggingFaceFolder) {
   const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli"));
   const auto [rc, out] = testing::run_lathe(sft_args(dir, "run", 40) + " data.val=recipes/sft/tiny.jsonl eval.every=20");
@@ -40,11 +51,7 @@ TEST(SftCli, TrainsAndWritesAHuggingFaceFolder) {
   EXPECT_NE(out.find("val loss"), std::string::npos) << out;
   const std::vector<double> loss = testing::loss_values(dir + "/run");
   ASSERT_EQ(loss.size(), 40u);
-  double first = 0, last = 0;
-  for (int i = 0; i < 5; ++i) {
-    first += loss[static_cast<size_t>(i)];
-    last += loss[loss.size() - 1 - static_cast<size_t>(i)];
-  }
+  const auto [first, last] = first_and_last_five(loss);
   EXPECT_LT(last, 0.7 * first) << "the loss of the last 5 steps against the first 5";
   const fs::path model = fs::path(dir) / "run" / "model";
   for (const char* f : {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"})
@@ -138,11 +145,7 @@ TEST(SftCli, LoraTrainsTheAdapterAndWritesAPeftFolder) {
   EXPECT_NE(out.find("LoRA: rank 8 on 14 modules"), std::string::npos) << out;
   const std::vector<double> loss = testing::loss_values(dir + "/run");
   ASSERT_EQ(loss.size(), 40u);
-  double first = 0, last = 0;
-  for (int i = 0; i < 5; ++i) {
-    first += loss[static_cast<size_t>(i)];
-    last += loss[loss.size() - 1 - static_cast<size_t>(i)];
-  }
+  const auto [first, last] = first_and_last_five(loss);
   EXPECT_LT(last, 0.9 * first) << "the loss of the last 5 steps against the first 5";
   const fs::path adapter = fs::path(dir) / "run" / "adapter";
   for (const char* f : {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"})

@@ -14,11 +14,14 @@
 #include "lathe/base/rng.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/io/test_paths.h"
+#include "lathe/posttrain/test_grads.h"
 
 namespace lathe::posttrain {
 namespace {
 
-using Grads = std::map<std::string, std::vector<float>>;
+using testing::Grads;
+using testing::grad_rel_diff;
+using testing::take_grads;
 
 nlohmann::json reference() {
   std::ifstream in(testing::fixtures_root() + "/posttrain/reference.json");
@@ -35,26 +38,6 @@ std::unique_ptr<Model> student() {
 std::unique_ptr<Model> teacher() {
   const std::string dir = testing::fixtures_root() + "/" + reference()["teacher_dir"].get<std::string>();
   return Model::load(dir, {.force_f32 = true});
-}
-
-Grads take_grads(Model& m) {
-  Grads g;
-  for (auto& [n, t] : m.gradients_by_name()) g[n] = t.to_vector();
-  m.zero_grad();
-  return g;
-}
-
-// ||a − b|| / ||b|| over all parameters.
-double grad_rel_diff(const Grads& a, const Grads& b) {
-  double d2 = 0, r2 = 0;
-  for (const auto& [n, bv] : b) {
-    const std::vector<float>& av = a.at(n);
-    for (size_t i = 0; i < bv.size(); ++i) {
-      d2 += (static_cast<double>(av[i]) - bv[i]) * (static_cast<double>(av[i]) - bv[i]);
-      r2 += static_cast<double>(bv[i]) * bv[i];
-    }
-  }
-  return std::sqrt(d2) / std::max(std::sqrt(r2), 1e-30);
 }
 
 // The reference's input rows (models/llama's input_ids [B, T]) as a batch in which every position counts

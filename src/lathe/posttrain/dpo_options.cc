@@ -11,14 +11,7 @@ DpoOptions dpo_options(train::TrainConfig& c) {
   const std::string where = c.recipe_path.empty() ? "recipe" : c.recipe_path;
   LATHE_CHECK_ARG(!c.dpo.is_null(), where, ": no dpo: section (write `dpo: {}` for TRL's defaults)");
   DpoOptions o;
-  o.train_data = c.train_data;
-  o.val_data = c.val_data;
-  o.batch_size = c.batch_size;
-  o.grad_accum = c.grad_accum;
-  o.seed = c.seed;
-  o.shuffle = c.shuffle;
-  o.eval_batches = c.eval_batches;
-  o.tokenizer = c.model_base;
+  copy_row_data_keys(c, o);
   o.lora = !c.lora.is_null();
   o.model_base = c.model_base;
 

@@ -11,6 +11,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/posttrain/example_encoder.h"
+#include "lathe/train/recipe.h"
 
 namespace lathe::posttrain {
 
@@ -60,6 +61,21 @@ class SectionReader {
   std::string where_, name_;
   std::set<std::string> seen_;
 };
+
+// The recipe keys outside the section that every objective on rows of JSON Lines data reads (SftOptions,
+// DpoOptions): data.train / val / batch_size / grad_accum / shuffle, run.seed, eval.batches, and model.base
+// as the default tokenizer.
+template <class Options>
+void copy_row_data_keys(const train::TrainConfig& c, Options& o) {
+  o.train_data = c.train_data;
+  o.val_data = c.val_data;
+  o.batch_size = c.batch_size;
+  o.grad_accum = c.grad_accum;
+  o.seed = c.seed;
+  o.shuffle = c.shuffle;
+  o.eval_batches = c.eval_batches;
+  o.tokenizer = c.model_base;
+}
 
 // The example-encoder keys every section of row data (sft:, dpo:) has: max_length (>= 2), truncation_mode
 // (keep_start | keep_end), tokenizer and chat_template_kwargs. Returns truncation_mode's name, for the

@@ -26,4 +26,11 @@ inline std::vector<double> loss_values(const std::vector<std::string>& lines) {
 
 inline std::vector<double> loss_values(const std::string& run_dir) { return loss_values(loss_lines(run_dir)); }
 
+// The mean of v[from, from + n): e.g. the loss of a run's first or last steps.
+inline double mean_of(const std::vector<double>& v, size_t from, size_t n) {
+  double s = 0;
+  for (size_t i = from; i < from + n; ++i) s += v[i];
+  return s / static_cast<double>(n);
+}
+
 }  // namespace lathe::testing
