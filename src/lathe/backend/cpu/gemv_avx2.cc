@@ -32,6 +32,10 @@ constexpr int kJb = 8;          // W rows per block (the prefetch runs one block
 constexpr int64_t kKc = 256;    // K chunk of the tiled path (m > kGroup): 8 rows x 256 x 4 B = 8 KiB of W
 constexpr int64_t kLine = 64;   // bytes per cache line (one prefetch per line and row)
 
+// An empty asm that "modifies" v: GCC then keeps x's step vectors in registers for all R rows of W,
+// instead of folding a reload of x into every FMA (load-bound at G x R FMAs per step).
+LATHE_AVX2 inline void keep_in_register(__m256& v) { __asm__("" : "+x"(v)); }
+
 // Elements of W per step: 32 bytes of a row, i.e. 8 f32 (one ymm), or 16 bf16 / f16 (two ymm of f32).
 template <class TW>
 constexpr int64_t kStep = 32 / static_cast<int64_t>(sizeof(TW));
@@ -45,7 +49,10 @@ LATHE_AVX2 inline void dot_step(const float* x, int64_t ldx, const TW* w, int64_
   for (int64_t h = 0; h < kStep<TW>; h += 8) {
     __m256 xv[G];
 #pragma GCC unroll 4
-    for (int i = 0; i < G; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + h);
+    for (int i = 0; i < G; ++i) {
+      xv[i] = _mm256_loadu_ps(x + i * ldx + h);
+      keep_in_register(xv[i]);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 wv = avx2::load_f32x8(w + r * ldw + h);
@@ -64,6 +71,8 @@ LATHE_AVX2 inline void dot_step(const float* x, int64_t ldx, const bf16* w, int6
   for (int i = 0; i < G; ++i) {
     xe[i] = _mm256_loadu_ps(x + i * ldx);
     xo[i] = _mm256_loadu_ps(x + i * ldx + 8);
+    keep_in_register(xe[i]);
+    keep_in_register(xo[i]);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {

@@ -51,6 +51,11 @@ StepMask<TW> tail_mask(int64_t left) {  // the first `left` (< kStep) columns of
   return static_cast<StepMask<TW>>((uint64_t{1} << left) - 1);
 }
 
+// An empty asm that "modifies" v: GCC then keeps x's step vectors in registers for all R rows of W,
+// instead of folding a reload of x into every FMA (40 loads per 32 FMAs at M = 4: load-bound; 12 with
+// this; bf16 M = 4 from DRAM went from 2.43 to 1.43 ms on Zen 5).
+LATHE_AVX512 inline void keep_in_register(__m512& v) { __asm__("" : "+v"(v)); }
+
 LATHE_AVX512 inline void store_y(float* y, float v, float alpha, float beta) {
   *y = beta == 0.f ? alpha * v : alpha * v + beta * *y;
 }
@@ -67,7 +72,10 @@ LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const TW* w, int6
     const __mmask16 part = static_cast<__mmask16>(mask >> h);
     __m512 xv[M];
 #pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) xv[i] = _mm512_maskz_loadu_ps(part, x + i * ldx + h);
+    for (int i = 0; i < M; ++i) {
+      xv[i] = _mm512_maskz_loadu_ps(part, x + i * ldx + h);
+      keep_in_register(xv[i]);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 wv = avx512::load_f32x16(w + r * ldw + h, part);
@@ -86,6 +94,8 @@ LATHE_AVX512 inline void dot_step(const float* xd, int64_t ldx, const bf16* w, i
   for (int i = 0; i < M; ++i) {
     xe[i] = _mm512_load_ps(xd + i * ldx);
     xo[i] = _mm512_load_ps(xd + i * ldx + 16);
+    keep_in_register(xe[i]);
+    keep_in_register(xo[i]);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
