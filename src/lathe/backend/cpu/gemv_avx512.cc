@@ -8,9 +8,10 @@
 //    a 64-byte load holds 16 (even, odd) pairs per 32-bit lane; `<< 16` gives the even weights as f32 and
 //    `& 0xffff0000` the odd ones, so x is reordered once per call to match (per 32 columns: the 16 even
 //    entries, then the 16 odd ones); 32 f16 widen with vcvtph2ps, 16 at a time and in order (x as given);
-//  - m > kGemvGroup: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and
-//    of W stays in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip
-//    through `sums` exactly, so the result is bit for bit that of one pass over K;
+//  - m = 5..7: the same single pass with 2 W rows per tile;
+//  - m >= 8: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and of W stays
+//    in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip through
+//    `sums` exactly, so the result is bit for bit that of one pass over K;
 //  - "nn" (W [K, N]) keeps a column chunk of the sums in L1 while W rows stream contiguously.
 // Every "nt" output is one 16-lane accumulator summed over k in increasing steps (the last one masked),
 // then reduced by _mm512_reduce_add_ps: the result does not depend on m, on the tile shape nor on [j0, j1).
@@ -36,7 +37,7 @@ namespace lathe::cpu {
 namespace {
 
 constexpr int kRows = 4;       // W rows per tile (4 x kGemvGroup accumulators)
-constexpr int kJb = 8;         // W rows per block of the tiled path (m > kGemvGroup)
+constexpr int kJb = 8;         // W rows per block of the tiled path (m >= 8)
 constexpr int64_t kKc = 512;   // K chunk of the tiled path: a multiple of both steps (256 -> 512: M = 8 and 16
                                // from DRAM +15-25% on Zen 5; 1024 no better; x chunk 16-32 KiB, W 8 KiB)
 
@@ -72,15 +73,15 @@ LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const TW* w, int6
   for (int64_t h = 0; h < kStep<TW>; h += 16) {
     const __mmask16 part = static_cast<__mmask16>(mask >> h);
     __m512 xv[M];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       xv[i] = _mm512_maskz_loadu_ps(part, x + i * ldx + h);
-      keep_in_register(xv[i]);
+      if constexpr (M + M * R + 2 <= 32) keep_in_register(xv[i]);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 wv = avx512::load_f32x16(w + r * ldw + h, part);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xv[i], wv, acc[i][r]);
     }
   }
@@ -91,24 +92,26 @@ LATHE_AVX512 inline void dot_step(const float* xd, int64_t ldx, const bf16* w, i
                                   __m512 (&acc)[M][R]) {
   const __m512i odd_bits = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 xe[M], xo[M];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < M; ++i) {
     xe[i] = _mm512_load_ps(xd + i * ldx);
     xo[i] = _mm512_load_ps(xd + i * ldx + 16);
-    keep_in_register(xe[i]);
-    keep_in_register(xo[i]);
+    if constexpr (2 * M + M * R + 3 <= 32) {  // else x stays in L1, an operand of each FMA
+      keep_in_register(xe[i]);
+      keep_in_register(xo[i]);
+    }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const __m512i v = _mm512_maskz_loadu_epi16(mask, w + r * ldw);
     const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(v, odd_bits));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < M; ++i) acc[i][r] = _mm512_fmadd_ps(xo[i], wo, _mm512_fmadd_ps(xe[i], we, acc[i][r]));
   }
 }
 
-// m <= kGemvGroup: rows [j, j + R) of W (wj) against all M rows of x in one pass over K, the sums in
+// m <= 7: rows [j, j + R) of W (wj) against all M rows of x in one pass over K, the sums in
 // registers. With prefetch, each step also requests the same line of the next R rows into L1, one tile
 // ahead (R rows x 3-8 KiB for Llama shapes).
 template <class TW, int M, int R>
@@ -116,38 +119,45 @@ LATHE_AVX512 void gemv_rows(int64_t k, const float* x, int64_t ldx, const TW* wj
                             int64_t ldy, float alpha, float beta, bool prefetch) {
   constexpr int64_t S = kStep<TW>;
   __m512 acc[M][R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   const int64_t k_main = k / S * S;
   int64_t p = 0;
   if (prefetch) {
     const TW* ahead = wj + R * ldw;
     for (; p < k_main; p += S) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
       dot_step<M, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
     }
   }
   for (; p < k_main; p += S) dot_step<M, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
   if (k_main < k) dot_step<M, R>(x + k_main, ldx, wj + k_main, ldw, tail_mask<TW>(k - k_main), acc);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) store_y(yj + i * ldy + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
 }
+
+// W rows per tile of the one-pass path: 4, or 2 for m = 5..7 so that the m x R sums and x's step stay in
+// registers (m = 5: 1.05-1.18x the tiled path from DRAM on Zen 5). From m = 8 on, x no longer fits beside
+// the sums and is re-read for every FMA: the tiled path was 1.2-1.4x faster there.
+template <int M>
+constexpr int kPassRows = M <= kGemvGroup ? kRows : 2;
 
 template <class TW, int M>
 LATHE_AVX512 void gemv_nt_m(int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
                             float* y, int64_t ldy, float alpha, float beta) {
   int64_t j = j0;
-  for (; j + kRows <= j1; j += kRows)
-    gemv_rows<TW, M, kRows>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/j + 2 * kRows <= j1);
+  for (; j + kPassRows<M> <= j1; j += kPassRows<M>)
+    gemv_rows<TW, M, kPassRows<M>>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta,
+                                   /*prefetch=*/j + 2 * kPassRows<M> <= j1);
   for (; j < j1; ++j) gemv_rows<TW, M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
 }
 
-// m > kGemvGroup. Re-reading a block of W rows for each group of x rows over all of K read the x rows
+// m >= 8. Re-reading a block of W rows for each group of x rows over all of K read the x rows
 // (M x K) from L2 once per 4 W rows, which bound M = 16 at 1/3 of the FMA rate; hence the K chunks.
 // sums[i * kJb + r] (G x R tile at the group's first x row and the tile's first W row) += lanes of
 // x_i · W[r] over k [p0, p1). With prefetch (the first group of x rows), each step also requests the same
@@ -158,22 +168,22 @@ LATHE_AVX512 void gemv_tile(int64_t k, int64_t p0, int64_t p1, const float* x, i
                             __m512* sums, bool prefetch) {
   constexpr int64_t S = kStep<TW>;
   __m512 acc[G][R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
   int64_t p = p0;
   for (; p + S <= p1; p += S) {
     if (prefetch) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wj + (kJb + r) * ldw + p), _MM_HINT_T1);
     }
     dot_step<G, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
   }
   if (p < p1) dot_step<G, R>(x + p, ldx, wj + p, ldw, tail_mask<TW>(k - p), acc);  // last, partial step
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) sums[i * kJb + r] = acc[i][r];
 }
 
@@ -222,6 +232,9 @@ LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, int64_t ldx, const T
     case 2: return gemv_nt_m<TW, 2>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 3: return gemv_nt_m<TW, 3>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 4: return gemv_nt_m<TW, 4>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 5: return gemv_nt_m<TW, 5>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 6: return gemv_nt_m<TW, 6>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 7: return gemv_nt_m<TW, 7>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     default: return gemv_nt_tiled<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
   }
 }
