@@ -221,5 +221,47 @@ TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
 }
 
+// Multi-LoRA serving from the command line: --lora NAME=PATH serves the adapter beside the base (listed
+// by /v1/models with the base as parent, picked by "model", its greedy text unlike the base's);
+// --enable-lora-updates opens vLLM's unload endpoint; a malformed --lora or a folder that does not fit
+// stops the server at start, naming the flag.
+TEST_F(ServeCli, LoraFlagServesTheAdapterBesideTheBase) {
+  const std::string adapter = testing::qwen3_text_lora_dir();
+  const int port = start("--max-model-len 256 --kv-cache-memory 16MiB --enable-lora-updates --lora sql=" + adapter);
+  ASSERT_GT(port, 0);
+  EXPECT_NE(read_file(log_).find("loaded LoRA adapter 'sql'"), std::string::npos) << read_file(log_);
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(30, 0);
+  const nlohmann::json m = nlohmann::json::parse(cli.Get("/v1/models")->body);
+  ASSERT_EQ(m["data"].size(), 2u) << m.dump();
+  EXPECT_EQ(m["data"][1]["id"], "sql");
+  EXPECT_EQ(m["data"][1]["parent"], "tiny");
+  const auto complete = [&](const std::string& model) {
+    const nlohmann::json body = {{"model", model}, {"prompt", "The quick brown fox"}, {"max_tokens", 6},
+                                 {"temperature", 0}, {"ignore_eos", true}};
+    return cli.Post("/v1/completions", body.dump(), "application/json");
+  };
+  auto with_sql = complete("sql"), with_base = complete("tiny");
+  ASSERT_TRUE(with_sql && with_base);
+  ASSERT_EQ(with_sql->status, 200) << with_sql->body;
+  ASSERT_EQ(with_base->status, 200) << with_base->body;
+  const nlohmann::json a = nlohmann::json::parse(with_sql->body), b = nlohmann::json::parse(with_base->body);
+  EXPECT_EQ(a["model"], "sql");
+  EXPECT_NE(a["choices"][0]["text"], b["choices"][0]["text"]) << "the adapter must change the greedy text";
+  auto unload = cli.Post("/v1/unload_lora_adapter", R"({"lora_name": "sql"})", "application/json");
+  ASSERT_TRUE(unload);
+  EXPECT_EQ(unload->status, 200) << unload->body;
+  auto gone = complete("sql");
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 404);
+  EXPECT_NE(gone->body.find("model_not_found"), std::string::npos) << gone->body;
+  EXPECT_EQ(stop(), 0) << read_file(log_);
+
+  auto r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 256 --lora sql");
+  EXPECT_TRUE(testing::is_clean_error(r, "--lora")) << r.second;
+  r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 256 --lora sql=" + dir_);
+  EXPECT_TRUE(testing::is_clean_error(r, "adapter_config.json")) << r.second;
+}
+
 }  // namespace
 }  // namespace lathe

@@ -127,12 +127,14 @@ Args Args::parse(int argc, char** argv, int first, const CommandSpec& spec) {
       a.values_[name] = v;
     } else if (eq != std::string::npos) {
       a.values_[name] = s.substr(eq + 1);
+      if (o->repeatable) a.lists_[name].push_back(a.values_[name]);
     } else {
       LATHE_CHECK_ARG(i + 1 < argc, "option ", name, " needs a value (", o->value, ")");
       const std::string v = argv[i + 1];
       LATHE_CHECK_ARG(v.rfind("--", 0) != 0, "option ", name, " needs a value (", o->value, "), got option ",
                       v, " (write ", name, "=VALUE for a value that starts with --)");
       a.values_[name] = v;
+      if (o->repeatable) a.lists_[name].push_back(v);
       ++i;
     }
   }
@@ -155,6 +157,12 @@ std::string Args::str(const std::string& opt, const std::string& fallback) const
   is_switch(opt);  // declared
   auto it = values_.find(opt);
   return it == values_.end() ? fallback : it->second;
+}
+
+std::vector<std::string> Args::all(const std::string& opt) const {
+  is_switch(opt);  // declared
+  auto it = lists_.find(opt);
+  return it == lists_.end() ? std::vector<std::string>() : it->second;
 }
 
 int64_t Args::integer(const std::string& opt, int64_t fallback, int64_t min, int64_t max) const {

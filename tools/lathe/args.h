@@ -19,6 +19,7 @@ struct OptionSpec {
   std::string name;   // "--top-k"
   std::string value;  // what the value is, e.g. "K"; empty: a switch
   std::string help;   // one line, with the default
+  bool repeatable = false;  // may be given several times; Args::all() returns every value, in order
 };
 
 struct CommandSpec {
@@ -54,6 +55,8 @@ class Args {
   // Whether `opt` was given; for a switch, whether it is on (`--x=no` is off).
   bool has(const std::string& opt) const;
   std::string str(const std::string& opt, const std::string& fallback) const;
+  // Every value of a repeatable option, in the order given (empty when absent).
+  std::vector<std::string> all(const std::string& opt) const;
   // An integer in [min, max]; "out of range" (naming the option and the range) beyond it or beyond int64.
   int64_t integer(const std::string& opt, int64_t fallback, int64_t min = std::numeric_limits<int64_t>::min(),
                   int64_t max = std::numeric_limits<int64_t>::max()) const;
@@ -68,6 +71,7 @@ class Args {
  private:
   const CommandSpec* spec_ = nullptr;
   std::map<std::string, std::string> values_;  // "--x" -> value ("true"/"false" for switches)
+  std::map<std::string, std::vector<std::string>> lists_;  // repeatable options: every value
   bool help_ = false;
   bool is_switch(const std::string& opt) const;
 };

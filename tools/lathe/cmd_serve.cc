@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "args.h"
 #include "lathe/base/context.h"
@@ -30,7 +31,9 @@ const CommandSpec& serve_spec() {
       .summary = "Serves MODEL_DIR (weights, tokenizer.json and its chat template) on POST /v1/completions and\n"
                  "/v1/chat/completions (streaming with stream: true), GET /v1/models, /health and /metrics.\n"
                  "Prints the KV cache's capacity and the address it listens on. SIGTERM or SIGINT drains: new\n"
-                 "requests get 503, those in flight finish (a second signal stops at once), then it exits 0.\n",
+                 "requests get 503, those in flight finish (a second signal stops at once), then it exits 0.\n"
+                 "--lora NAME=PATH serves PEFT LoRA adapters beside the base in the same engine: a request picks\n"
+                 "one with \"model\": NAME (the base by its served name); one batch mixes adapters.\n",
       .options = {
           {"--host", "ADDR", "IP address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)"},
           {"--port", "N", "TCP port; 0 = any free port, printed at start (default: 8000)"},
@@ -46,6 +49,8 @@ const CommandSpec& serve_spec() {
           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
           {"--tool-call-parser", "NAME", "tool-call output format: auto, none, hermes, llama3_json, mistral, gemma4 (default: auto, from the chat template)"},
           {"--reasoning-parser", "NAME", "reasoning output format: auto, none, qwen3, gemma4 (default: auto, from the chat template)"},
+          {"--lora", "NAME=PATH", "serve the PEFT adapter folder PATH as model NAME; repeatable (default: none)", true},
+          {"--enable-lora-updates", "", "accept POST /v1/load_lora_adapter and /v1/unload_lora_adapter (default: off, 404; vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)"},
       }};
   return spec;
 }
@@ -105,6 +110,14 @@ void drain_and_stop(serve::HttpServer& server, Engine& engine, const sigset_t& s
   std::fprintf(stderr, "lathe serve: drained and stopped\n");
 }
 
+// --lora NAME=PATH -> {NAME, PATH}; InvalidArgument naming the flag when either part is empty.
+std::pair<std::string, std::string> lora_flag(const std::string& v) {
+  const size_t eq = v.find('=');
+  LATHE_CHECK_ARG(eq != std::string::npos && eq > 0 && eq + 1 < v.size(), "option --lora: expected NAME=PATH, got '",
+                  v, "'");
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
 // --tool-call-parser / --reasoning-parser: nullopt for "auto" (absent), else the named format.
 template <typename Format>
 std::optional<Format> parser_flag(const Args& a, const char* flag, std::optional<Format> (*parse)(std::string_view)) {
@@ -127,7 +140,8 @@ int cmd_serve(int argc, char** argv) {
   serve::HttpServerOptions http{.host = a.str("--host", "127.0.0.1"),
                                 .port = static_cast<int>(a.integer("--port", 8000, 0, 65535)),
                                 .api_key = a.str("--api-key", ""),
-                                .served_model_names = {a.str("--served-model-name", dir)}};
+                                .served_model_names = {a.str("--served-model-name", dir)},
+                                .enable_lora_updates = a.has("--enable-lora-updates")};
   LATHE_CHECK_ARG(!http.served_model_names[0].empty(), "option --served-model-name must not be empty");
   EngineConfig config{.kv_cache_memory = a.bytes("--kv-cache-memory", 0)};
   config.scheduler.max_num_seqs = a.integer("--max-num-seqs", config.scheduler.max_num_seqs, 1, kIntMax);
@@ -154,11 +168,21 @@ int cmd_serve(int argc, char** argv) {
                concurrency_line(engine, config.block_size).c_str(), config.enable_prefix_caching ? "on" : "off");
   serve::EngineBackend backend(engine, *m.tok, m.tokenizer_config,
                                {.model_name = http.served_model_names[0],
+                                .served_model_names = http.served_model_names,
                                 .tool_call_parser = parser_flag(a, "--tool-call-parser", serve::tool_call_format_from_string),
                                 .reasoning_parser = parser_flag(a, "--reasoning-parser", serve::reasoning_format_from_string)});
   std::fprintf(stderr, "lathe serve: output parsers: tool calls %s, reasoning %s\n",
                std::string(serve::to_string(backend.tool_call_format())).c_str(),
                std::string(serve::to_string(backend.reasoning_format())).c_str());
+  for (const std::string& flag : a.all("--lora")) {
+    const auto [name, path] = lora_flag(flag);
+    // The backend's checks and messages (a taken name, a folder that does not fit, with what is wrong).
+    try {
+      backend.load_lora_adapter(name, path);
+    } catch (const serve::ApiException& e) {
+      throw InvalidArgument(str_cat("option --lora ", flag, ": ", e.what()));
+    }
+  }
   serve::HttpServer server(backend, http);
   server.start();
   std::printf("lathe serve: %s listening on http://%s:%d\n", http.served_model_names[0].c_str(), http.host.c_str(),

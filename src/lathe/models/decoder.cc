@@ -66,6 +66,23 @@ RowLayout row_layout(const ForwardBatch& batch) {
   return r;
 }
 
+// Served adapters: consecutive sequences of one slot make one run of rows (the serving engine orders a
+// step's sequences by slot, so each adapter is one run: two GEMMs per Linear, whatever the batch size).
+std::vector<LoraRowRun> lora_row_runs(const ForwardBatch& batch) {
+  std::vector<LoraRowRun> runs;
+  for (int64_t s = 0; s < static_cast<int64_t>(batch.lora_slots.size()); ++s) {
+    const int32_t slot = batch.lora_slots[static_cast<size_t>(s)];
+    const int64_t begin = batch.seq_starts[s], end = batch.seq_starts[s + 1];
+    if (slot == 0) continue;
+    if (!runs.empty() && runs.back().slot == slot && runs.back().end == begin) {
+      runs.back().end = end;
+    } else {
+      runs.push_back({.slot = slot, .begin = begin, .end = end});
+    }
+  }
+  return runs;
+}
+
 Tensor norm(const ModelConfig& c, const Tensor& x, const Norm& n) {
   if (c.norm == NormKind::kLayer) return layer_norm(x, n.weight, n.bias, c.norm_eps);
   return rms_norm(x, n.weight, c.norm_eps, c.norm_weight_offset);
@@ -144,8 +161,13 @@ std::vector<std::vector<float>> rotary_tables(const ModelConfig& c) {
 }
 
 Tensor decoder_hidden(const ModelConfig& c, const ModelWeights& w, std::span<const std::vector<float>> inv_freq,
-                      const ForwardBatch& batch, const ForwardOptions& o) {
+                      const ForwardBatch& batch, const ForwardOptions& o_in) {
   check_forward_batch(batch);
+  const std::vector<LoraRowRun> lora_runs = lora_row_runs(batch);
+  LATHE_CHECK_ARG(lora_runs.empty() || !grad_enabled(),
+                  "[forward] served LoRA adapters (ForwardBatch::lora_slots) are inference-only: run under NoGradGuard");
+  ForwardOptions o = o_in;
+  o.lora_rows = lora_runs;  // outlives every use: no gradient is recorded, so nothing re-runs a block later
   LATHE_CHECK_ARG(static_cast<int64_t>(inv_freq.size()) == c.n_layers, "[decoder] ", inv_freq.size(),
                   " rotary tables for ", c.n_layers, " layers");
   if (c.learned_positions) {

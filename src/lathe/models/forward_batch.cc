@@ -1,6 +1,8 @@
 // ForwardBatch builders and the checks every forward runs on its batch.
 #include "lathe/models/forward_batch.h"
 
+#include <algorithm>
+
 #include "lathe/base/error.h"
 
 namespace lathe {
@@ -67,6 +69,9 @@ ForwardBatch cached_batch(KvStore& kv, std::span<const SequenceChunk> chunks) {
     b.block_tables.push_back(c.block_table);
     b.context_lens.push_back(c.start + static_cast<int64_t>(c.tokens.size()));
   }
+  // Slots only when some chunk has an adapter: a base-only batch stays exactly what it was.
+  if (std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& c) { return c.lora_slot != 0; }))
+    for (const SequenceChunk& c : chunks) b.lora_slots.push_back(c.lora_slot);
   const int64_t N = static_cast<int64_t>(tokens.size()), M = static_cast<int64_t>(outputs.size());
   b.tokens = Tensor::from_data_i32({N}, tokens);
   b.positions = Tensor::from_data_i32({N}, positions);
@@ -113,6 +118,12 @@ void check_forward_batch(const ForwardBatch& b) {
       LATHE_CHECK_ARG(s < b.seq_starts.size() && b.seq_starts[s] == r, w, " a sequence crosses row ", r / b.row_length,
                       " of ", b.row_length, " tokens (row_length)");
     }
+  }
+  if (!b.lora_slots.empty()) {
+    LATHE_CHECK_ARG(static_cast<int64_t>(b.lora_slots.size()) == b.n_seqs(), w, " lora_slots has ",
+                    b.lora_slots.size(), " entries for ", b.n_seqs(), " sequences");
+    for (size_t s = 0; s < b.lora_slots.size(); ++s)
+      LATHE_CHECK_ARG(b.lora_slots[s] >= 0, w, " sequence ", s, " has LoRA slot ", b.lora_slots[s], " (must be >= 0)");
   }
   if (b.output_rows.defined()) {
     LATHE_CHECK_ARG(b.output_rows.dim() == 1 && b.output_rows.dtype() == DType::kI32 && b.output_rows.is_contiguous(),

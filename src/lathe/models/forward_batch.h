@@ -26,6 +26,9 @@ struct ForwardBatch {
   // a multiple of row_length, so attention runs over [N / row_length, row_length] rows as for equal rows,
   // each key range starting at its sequence (0: not packed in rows).
   int64_t row_length = 0;
+  // Served LoRA adapters (multi-LoRA serving): per sequence, the Linear slot of its adapter (0: the base;
+  // Linear::lora_slots). Empty: every sequence runs the base (no served adapter, no cost). Inference only.
+  std::vector<int32_t> lora_slots;  // [S] or empty
 
   int64_t n_rows() const { return tokens.defined() ? tokens.numel() : 0; }              // N
   int64_t n_seqs() const { return static_cast<int64_t>(seq_starts.size()) - 1; }        // S
@@ -51,6 +54,7 @@ struct SequenceChunk {
   std::span<const int32_t> block_table;
   bool want_last = true;  // the chunk's last row is an output row (its logits are sampled)
   bool want_all = false;  // every row of the chunk is an output row
+  int32_t lora_slot = 0;  // the served adapter it runs with (ForwardBatch::lora_slots; 0: the base)
 };
 
 // The chunks in order, one sequence each (rows concatenated), over `kv`.
@@ -58,7 +62,7 @@ ForwardBatch cached_batch(KvStore& kv, std::span<const SequenceChunk> chunks);
 
 // Throws InvalidArgument naming the first inconsistency: offsets that do not cover [0, N) in order,
 // empty sequences, tensors of the wrong dtype or shape, store fields of the wrong length, a context
-// length below a row's position + 1, output rows outside [0, N).
+// length below a row's position + 1, output rows outside [0, N), lora_slots of the wrong length or negative.
 void check_forward_batch(const ForwardBatch& batch);
 
 }  // namespace lathe

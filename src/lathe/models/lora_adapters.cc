@@ -78,6 +78,29 @@ void check_lora_tensor(const SafetensorsFile& f, const std::string& name, const 
                   module, "' needs ", shape_str(want));
 }
 
+// Fills what the config left to the model: default targets, fan_in_fan_out from the modules' layout.
+void resolve_lora_defaults(LoraConfig& c, const std::vector<LoraModule>& modules, const Model& m) {
+  if (c.target_modules.empty() && c.target_regex.empty()) c.target_modules = default_lora_targets(m.config());
+  // PEFT sets fan_in_fan_out for Conv1D targets (and clears it for nn.Linear ones); shapes do not depend on it.
+  c.fan_in_fan_out = std::any_of(modules.begin(), modules.end(), [](const LoraModule& mod) { return mod.conv1d; });
+}
+
+// Module mod's adapter (A [R, in], B [out, R]) on each of its Linears: a fused module's parts share A and
+// each takes its rows of B.
+void for_each_part_adapter(const LoraModule& mod, const LoraConfig& c, const Tensor& a, const Tensor& b,
+                           const std::function<void(Linear&, LoraAdapter)>& fn) {
+  int64_t row = 0;
+  for (Linear* l : mod.parts) {
+    const int64_t rows = l->weight.size(0);
+    fn(*l, LoraAdapter{.a = a,
+                       .b = mod.parts.size() == 1 ? b : b.slice(0, row, row + rows),
+                       .scaling = c.scaling(),
+                       .dropout = static_cast<float>(c.lora_dropout),
+                       .dropout_stream = hash_name(mod.path)});
+    row += rows;
+  }
+}
+
 }  // namespace
 
 std::string lora_a_name(const std::string& module_path) { return "base_model.model." + module_path + ".lora_A.weight"; }
@@ -137,29 +160,13 @@ std::vector<LoraModule> select_lora_modules(Model& m, const LoraConfig& c) {
   return out;
 }
 
-void LoraAdapters::resolve_defaults(const Model& m) {
-  if (cfg_.target_modules.empty() && cfg_.target_regex.empty()) cfg_.target_modules = default_lora_targets(m.config());
-  // PEFT sets fan_in_fan_out for Conv1D targets (and clears it for nn.Linear ones); shapes do not depend on it.
-  cfg_.fan_in_fan_out = std::any_of(modules_.begin(), modules_.end(), [](const LoraModule& mod) { return mod.conv1d; });
-}
-
 void LoraAdapters::attach(size_t i, const Tensor& a, const Tensor& b) {
-  const LoraModule& mod = modules_[i];
-  int64_t row = 0;
-  for (Linear* l : mod.parts) {
-    const int64_t rows = l->weight.size(0);
-    l->lora = LoraAdapter{.a = a,
-                          .b = mod.parts.size() == 1 ? b : b.slice(0, row, row + rows),
-                          .scaling = cfg_.scaling(),
-                          .dropout = static_cast<float>(cfg_.lora_dropout),
-                          .dropout_stream = hash_name(mod.path)};
-    row += rows;
-  }
+  for_each_part_adapter(modules_[i], cfg_, a, b, [](Linear& l, LoraAdapter ad) { l.lora = std::move(ad); });
 }
 
 LoraAdapters LoraAdapters::create(Model& m, const LoraConfig& c, uint64_t seed) {
   LoraAdapters ad(c, select_lora_modules(m, c));
-  ad.resolve_defaults(m);
+  resolve_lora_defaults(ad.cfg_, ad.modules_, m);
   for (const LoraModule& mod : ad.modules_)
     LATHE_CHECK_ARG(!mod.parts[0]->lora.defined(), "module '", mod.path, "' already has a LoRA adapter");
   const int64_t R = c.r;
@@ -176,7 +183,7 @@ LoraAdapters LoraAdapters::create(Model& m, const LoraConfig& c, uint64_t seed) 
   return ad;
 }
 
-LoraAdapters LoraAdapters::load(Model& m, const std::string& dir) {
+LoraFolder read_lora_folder(Model& m, const std::string& dir) {
   const fs::path root(dir);
   LATHE_CHECK_ARG(fs::is_directory(root), dir, ": not a directory (expected a PEFT adapter folder)");
   const fs::path config_path = root / kConfigFile;
@@ -184,17 +191,17 @@ LoraAdapters LoraAdapters::load(Model& m, const std::string& dir) {
   const json j = read_json_object_file(config_path.string());
   LATHE_CHECK_ARG(j.contains("peft_type"), config_path.string(),
                   ": no 'peft_type' (a PEFT adapter config has \"LORA\")");
-  LoraConfig c = lora_config_from_json(j, config_path.string());
+  LoraFolder out{.config = lora_config_from_json(j, config_path.string())};
+  const LoraConfig& c = out.config;
   const fs::path weights_path = root / kWeightsFile;
   if (!fs::exists(weights_path) && fs::exists(root / "adapter_model.bin"))
     throw NotImplemented(str_cat(dir, ": adapter_model.bin (pickle) is not supported; save the adapter as ",
                                  kWeightsFile, " (PEFT save_pretrained(safe_serialization=True))"));
   const SafetensorsFile f = SafetensorsFile::open(weights_path.string());
-  LoraAdapters ad(c, select_lora_modules(m, c));
-  ad.resolve_defaults(m);
+  out.modules = select_lora_modules(m, c);
+  resolve_lora_defaults(out.config, out.modules, m);
   std::set<std::string> used;
-  for (const LoraModule& mod : ad.modules_) {
-    LATHE_CHECK_ARG(!mod.parts[0]->lora.defined(), "module '", mod.path, "' already has a LoRA adapter");
+  for (const LoraModule& mod : out.modules) {
     check_lora_tensor(f, lora_a_name(mod.path), {c.r, mod.in}, mod.path);
     check_lora_tensor(f, lora_b_name(mod.path), {mod.out, c.r}, mod.path);
     used.insert(lora_a_name(mod.path));
@@ -203,11 +210,44 @@ LoraAdapters LoraAdapters::load(Model& m, const std::string& dir) {
   for (const SafetensorsEntry& e : f.entries())
     LATHE_CHECK_ARG(used.count(e.name), f.path(), ": unexpected tensor '", e.name,
                     "' (not a lora_A / lora_B weight of a module the config selects)");
-  for (size_t i = 0; i < ad.modules_.size(); ++i) {
-    const std::string& p = ad.modules_[i].path;
-    // clone(): owned memory, so training may continue from a loaded adapter.
-    ad.attach(i, f.tensor(lora_a_name(p)).to(DType::kF32).clone(), f.tensor(lora_b_name(p)).to(DType::kF32).clone());
+  for (const LoraModule& mod : out.modules) {
+    // clone(): owned memory, so training may continue from a loaded adapter and the file may go.
+    out.a.push_back(f.tensor(lora_a_name(mod.path)).to(DType::kF32).clone());
+    out.b.push_back(f.tensor(lora_b_name(mod.path)).to(DType::kF32).clone());
   }
+  return out;
+}
+
+void attach_lora_slot(const LoraFolder& f, int32_t slot) {
+  LATHE_CHECK_ARG(slot >= 1, "[attach_lora_slot] slot ", slot, " (slot 0 is the base)");
+  const auto s = static_cast<size_t>(slot);
+  for (const LoraModule& mod : f.modules)
+    for (const Linear* l : mod.parts)
+      LATHE_CHECK_ARG(l->lora_slots.size() <= s || !l->lora_slots[s].defined(), "[attach_lora_slot] module '",
+                      mod.path, "' already holds an adapter in slot ", slot);
+  for (size_t i = 0; i < f.modules.size(); ++i)
+    for_each_part_adapter(f.modules[i], f.config, f.a[i], f.b[i], [s](Linear& l, LoraAdapter ad) {
+      if (l.lora_slots.size() <= s) l.lora_slots.resize(s + 1);
+      l.lora_slots[s] = std::move(ad);
+    });
+}
+
+void clear_lora_slot(const LoraFolder& f, int32_t slot) {
+  const auto s = static_cast<size_t>(slot);
+  for (const LoraModule& mod : f.modules)
+    for (Linear* l : mod.parts) {
+      if (l->lora_slots.size() > s) l->lora_slots[s] = LoraAdapter{};
+      // Trailing empty slots go, so a model whose adapters are all unloaded is the plain model again.
+      while (!l->lora_slots.empty() && !l->lora_slots.back().defined()) l->lora_slots.pop_back();
+    }
+}
+
+LoraAdapters LoraAdapters::load(Model& m, const std::string& dir) {
+  LoraFolder f = read_lora_folder(m, dir);
+  LoraAdapters ad(std::move(f.config), std::move(f.modules));
+  for (const LoraModule& mod : ad.modules_)
+    LATHE_CHECK_ARG(!mod.parts[0]->lora.defined(), "module '", mod.path, "' already has a LoRA adapter");
+  for (size_t i = 0; i < ad.modules_.size(); ++i) ad.attach(i, f.a[i], f.b[i]);
   return ad;
 }
 

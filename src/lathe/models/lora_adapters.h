@@ -37,6 +37,27 @@ std::vector<std::string> default_lora_targets(const ModelConfig& cfg);
 // model, or an empty selection; NotImplemented for the LM head (the fused head reads its weight directly).
 std::vector<LoraModule> select_lora_modules(Model& m, const LoraConfig& c);
 
+// A PEFT adapter folder read and checked against a model, not attached to it yet: the modules its config
+// selects and their tensors (f32, owned). LoraAdapters::load attaches one as the model's adapter
+// (Linear::lora); a serving engine attaches several side by side, each in its own slot (attach_lora_slot).
+struct LoraFolder {
+  LoraConfig config;                // as read, with the model's defaults filled in (target_modules, fan_in_fan_out)
+  std::vector<LoraModule> modules;  // the modules the config selects, in binding order
+  std::vector<Tensor> a, b;         // [modules]: A [R, in], B [out, R] (a fused module's B whole)
+};
+
+// dir/adapter_config.json and dir/adapter_model.safetensors, checked against m: every selected module
+// needs both tensors with its shapes; a tensor the config does not explain is an error (each message
+// names the tensor); a target module the model lacks is an error naming the modules there are. m is only
+// read (its Linears are named in the result, not changed).
+LoraFolder read_lora_folder(Model& m, const std::string& dir);
+
+// Serving (Linear::lora_slots): puts f's adapter in slot `slot` (>= 1) of every Linear it adapts (their
+// slot lists grow as needed), or removes it. The Linears must not be in use by a forward meanwhile.
+// attach: InvalidArgument when one of them already holds an adapter in that slot.
+void attach_lora_slot(const LoraFolder& f, int32_t slot);
+void clear_lora_slot(const LoraFolder& f, int32_t slot);
+
 class LoraAdapters {
  public:
   // New adapters on the modules c selects, as PEFT initialises them (init_lora_weights=true):
@@ -77,8 +98,6 @@ class LoraAdapters {
 
  private:
   LoraAdapters(LoraConfig c, std::vector<LoraModule> modules) : cfg_(std::move(c)), modules_(std::move(modules)) {}
-  // Fills what the config left to the model: default targets, fan_in_fan_out from the modules' layout.
-  void resolve_defaults(const Model& m);
   // Installs A [R, in] and B [out, R] on module i's parts (B split by rows).
   void attach(size_t i, const Tensor& a, const Tensor& b);
   LoraConfig cfg_;

@@ -3,8 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace lathe {
+
+// Rows [begin, end) of a batch run with the served adapter in slot `slot` (>= 1) of every Linear that has
+// one there (Linear::lora_slots): multi-LoRA serving, one adapter per sequence, several per batch.
+struct LoraRowRun {
+  int32_t slot = 0;
+  int64_t begin = 0, end = 0;
+};
 
 struct ForwardOptions {
   // Activation recompute: each decoder layer keeps only its input and is re-run in the backward pass
@@ -22,6 +30,10 @@ struct ForwardOptions {
   // Off in evaluation and generation (a forward over a KV store never applies it).
   bool lora_dropout = false;
   uint64_t dropout_key = 0;
+  // Served adapters (inference only): which rows run with which slot's adapter. The decoder sets it from
+  // ForwardBatch::lora_slots (runs of consecutive sequences of one slot); empty: no served adapter, the
+  // forward is exactly the one without them. Rows outside every run (the base) add nothing.
+  std::span<const LoraRowRun> lora_rows;
 };
 
 }  // namespace lathe

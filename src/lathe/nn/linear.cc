@@ -1,6 +1,7 @@
 // linear / linear_pair over nn Linear (see linear.h).
 #include "lathe/nn/linear.h"
 
+#include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
@@ -10,6 +11,25 @@ namespace lathe {
 namespace {
 bool uses_bf16_copy(const Linear& l, const ForwardOptions& o) { return o.bf16 && l.bf16.defined(); }
 bool uses_lora(const Linear& l, const ForwardOptions& o) { return o.lora && l.lora.defined(); }
+
+// y [N, out] += each run's served-adapter term on its rows of x [N, in]. Nothing to do (the common case:
+// no served adapters, or a Linear no adapter covers) costs two emptiness tests.
+void add_lora_rows(Tensor& y, const Tensor& x, const Linear& l, const ForwardOptions& o) {
+  if (o.lora_rows.empty() || l.lora_slots.empty()) return;
+  LATHE_CHECK_ARG(x.dim() == 2 && y.dim() == 2 && y.is_contiguous(), "[linear] served LoRA adapters need x [N, in], got ",
+                  shape_str(x.shape()));
+  LATHE_CHECK_ARG(!(grad_enabled() && y.requires_grad()),
+                  "[linear] served LoRA adapters are inference-only (run the forward under NoGradGuard)");
+  for (const LoraRowRun& r : o.lora_rows) {
+    if (r.slot <= 0 || r.slot >= static_cast<int32_t>(l.lora_slots.size())) continue;
+    const LoraAdapter& a = l.lora_slots[static_cast<size_t>(r.slot)];
+    if (!a.defined()) continue;
+    LATHE_CHECK_ARG(0 <= r.begin && r.begin < r.end && r.end <= y.size(0), "[linear] LoRA row run [", r.begin, ", ",
+                    r.end, ") is outside the ", y.size(0), " rows");
+    Tensor rows = y.slice(0, r.begin, r.end);  // contiguous: whole rows of a contiguous y
+    rows.copy_from(add(rows, lora_delta(x.slice(0, r.begin, r.end), a, o)));
+  }
+}
 }  // namespace
 
 Tensor linear_weight(const Linear& l, const ForwardOptions& o) {
@@ -22,8 +42,10 @@ Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
   const Tensor xin = linear_input(x, l, o);
-  const Tensor y = linear(xin, linear_weight(l, o), l.bias);
-  return uses_lora(l, o) ? add(y, lora_delta(xin, l.lora, o)) : y;
+  Tensor y = linear(xin, linear_weight(l, o), l.bias);
+  if (uses_lora(l, o)) y = add(y, lora_delta(xin, l.lora, o));
+  add_lora_rows(y, xin, l, o);
+  return y;
 }
 
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
@@ -32,6 +54,8 @@ std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Li
   auto [ya, yb] = linear_pair(xin, linear_weight(a, o), linear_weight(b, o), a.bias, b.bias);
   if (uses_lora(a, o)) ya = add(ya, lora_delta(xin, a.lora, o));
   if (uses_lora(b, o)) yb = add(yb, lora_delta(xin, b.lora, o));
+  add_lora_rows(ya, xin, a, o);
+  add_lora_rows(yb, xin, b, o);
   return {ya, yb};
 }
 

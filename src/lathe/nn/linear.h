@@ -4,6 +4,7 @@
 #pragma once
 
 #include <utility>
+#include <vector>
 
 #include "lathe/nn/forward_options.h"
 #include "lathe/nn/lora.h"
@@ -16,6 +17,10 @@ struct Linear {
   Tensor bias;    // [out] f32, or undefined
   Tensor bf16;    // [out, in] bf16 compute copy of an f32 weight (Model::make_bf16_copies), or undefined
   LoraAdapter lora;  // A [R, in], B [out, R] (models/lora_adapters.h), or undefined (no adapter)
+  // Served adapters (multi-LoRA serving, inference only): slot s >= 1 holds adapter s's A and B for this
+  // Linear, or nothing when that adapter does not adapt it; slot 0 (the base) is always empty. Applied to
+  // the rows ForwardOptions::lora_rows gives each slot, on top of `lora` (which applies to every row).
+  std::vector<LoraAdapter> lora_slots;
 };
 
 // The weight a matmul reads: in bf16 compute (o.bf16) the bf16 copy, as bf16_compute_weight (gradients
@@ -27,6 +32,8 @@ Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o = 
 
 // y = x · Wᵀ + b (+ scaling · (dropout(x)·Aᵀ)·Bᵀ with an adapter and o.lora).  x [..., in] -> y [..., out] f32.
 // Without an adapter (or with o.lora off) exactly the plain linear: same code, same results.
+// With o.lora_rows, x must be [N, in] and each run's rows add their slot's term (a slice of rows -> two
+// small GEMMs -> added in place); served adapters record no gradient (InvalidArgument when y would need one).
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
 // {linear(x, a, o), linear(x, b, o)} for two Linears of one input with equal shapes (k and v, gate and
 // up): ops/linear.h's linear_pair, so the two GEMMs may run side by side.

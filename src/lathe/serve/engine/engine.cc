@@ -1,7 +1,10 @@
 #include "lathe/serve/engine/engine.h"
 
 #include <exception>
+#include <future>
 #include <utility>
+
+#include "lathe/models/lora_adapters.h"
 
 namespace lathe {
 namespace {
@@ -11,8 +14,8 @@ constexpr std::chrono::milliseconds kIdleWait{100};
 
 }  // namespace
 
-Engine::Engine(const Model& model, const EngineConfig& config)
-    : model_config_(model.config()), context_(config.context) {
+Engine::Engine(Model& model, const EngineConfig& config)
+    : model_(model), model_config_(model.config()), context_(config.context) {
   {
     // The store sizes its attention scratch for the workers of the context the loop runs on.
     ContextScope scope(context_);
@@ -46,6 +49,47 @@ uint64_t Engine::submit(EngineRequest r, OutputCallback on_output) {
 }
 
 void Engine::abort(uint64_t request_id) { queue_.abort(request_id); }
+
+void Engine::call_on_loop(std::function<void()> call) {
+  std::optional<std::future<void>> done = queue_.push_call(std::move(call));
+  const auto unavailable = [this] {
+    const std::optional<std::string> dead = queue_.dead_reason();
+    return EngineUnavailable(dead ? "[engine] the engine loop failed: " + *dead : "[engine] the engine is stopping");
+  };
+  if (!done) throw unavailable();
+  try {
+    done->get();
+  } catch (const std::future_error&) {  // the loop exited before it ran the call
+    throw unavailable();
+  }
+}
+
+ServedLora Engine::load_lora(const std::string& name, const std::string& path) {
+  LATHE_CHECK_ARG(!name.empty(), "[engine] a LoRA adapter needs a name");
+  // Reading and checking the folder only reads the model; the loop alone writes its Linears' slots.
+  auto folder = std::make_shared<LoraFolder>(read_lora_folder(model_, path));
+  ServedLora served;
+  call_on_loop([&, folder] {
+    served = core_->add_lora(name, path, std::move(*folder));
+    queue_.publish_loras(core_->loras());
+  });
+  return served;
+}
+
+int64_t Engine::unload_lora(const std::string& name) {
+  int64_t in_use = 0;
+  call_on_loop([&] {
+    in_use = core_->remove_lora(name);
+    queue_.publish_loras(core_->loras());
+  });
+  return in_use;
+}
+
+std::optional<ServedLora> Engine::find_lora(const std::string& name) const {
+  for (ServedLora& l : queue_.loras())
+    if (l.name == name) return std::move(l);
+  return std::nullopt;
+}
 
 bool Engine::healthy(std::chrono::milliseconds timeout) { return queue_.probe(timeout); }
 
@@ -104,6 +148,7 @@ void Engine::loop() {
       QueueWork w = queue_.take(!core_->has_unfinished(), kIdleWait);
       for (PendingRequest& p : w.added) admit(p);
       for (const uint64_t id : w.aborted) deliver(core_->abort_request(id));
+      for (std::packaged_task<void()>& call : w.calls) call();  // its exception goes to its caller
       if (w.stop && !w.drain) {
         for (auto it = sinks_.begin(); it != sinks_.end();) {
           const uint64_t id = (it++)->first;  // deliver erases the finished sink

@@ -1,12 +1,15 @@
 // The serving engine: EngineCore on its own loop thread, fed through the RequestQueue (the only locks).
 // Frontend threads submit tokenised requests and read their tokens from an OutputStream (or a callback
 // on the engine thread), abort them (a client went away), probe the loop's health and read a metrics
-// snapshot; stop() drains or aborts what is in flight and joins the loop.
+// snapshot; load and unload LoRA adapters served beside the base (the loop installs them between steps);
+// stop() drains or aborts what is in flight and joins the loop.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -32,8 +35,9 @@ struct Submission {
 class Engine {
  public:
   // Builds the core (KV pool, scheduler, runner) and starts the loop thread. The model must outlive
-  // the engine. InvalidArgument as EngineCore's constructor.
-  Engine(const Model& model, const EngineConfig& config);
+  // the engine, which writes nothing in it but its Linears' served-adapter slots (load_lora).
+  // InvalidArgument as EngineCore's constructor.
+  Engine(Model& model, const EngineConfig& config);
   ~Engine();  // stop(false)
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -47,6 +51,21 @@ class Engine {
   // Any thread: frees the request's blocks at the loop's next turn; each unfinished choice ends with
   // finish kAbort. Unknown or finished ids are ignored.
   void abort(uint64_t request_id);
+
+  // Any thread: serves the PEFT adapter folder at `path` as `name` (multi-LoRA serving): read and checked
+  // against the model on the calling thread, installed by the loop before its next step. Once it returns,
+  // requests may set cache_keys.adapter_id to the result's id (find_lora). InvalidArgument (the folder
+  // does not fit the model, names the tensor or module; the name is taken), NotImplemented (an adapter
+  // feature lathe does not apply), EngineUnavailable.
+  ServedLora load_lora(const std::string& name, const std::string& path);
+  // Any thread: stops serving adapter `name` at once (find_lora no longer sees it; a request admitted
+  // after this fails with an error). Requests already running with it finish with it, and its memory is
+  // freed after the last one: the number of request choices still using it (0: freed now).
+  // InvalidArgument for an unknown name; EngineUnavailable.
+  int64_t unload_lora(const std::string& name);
+  // Any thread: the served adapters, by name; the one named `name`.
+  std::vector<ServedLora> loras() const { return queue_.loras(); }
+  std::optional<ServedLora> find_lora(const std::string& name) const;
 
   // Any thread: true when the loop answered a probe within `timeout` (alive and not stuck in a step).
   bool healthy(std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
@@ -72,7 +91,10 @@ class Engine {
   void admit(PendingRequest& p);
   void deliver(const std::vector<EngineOutput>& outs);
   void fail_all(const std::string& error);
+  // Runs `call` on the loop between steps and waits for it; its exception is rethrown here.
+  void call_on_loop(std::function<void()> call);
 
+  Model& model_;
   const ModelConfig& model_config_;
   int64_t max_model_len_ = 0;
   std::unique_ptr<EngineCore> core_;  // engine thread only, after the constructor

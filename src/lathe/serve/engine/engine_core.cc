@@ -47,20 +47,43 @@ EngineCore::EngineCore(const Model& model, const EngineConfig& config)
                    if (log) log(format_preemption(e));
                  }),
       runner_(model, {.n_blocks = n_blocks_, .block_size = config.block_size,
-                      .eos_token_ids = sched_config_.eos_token_ids}) {}
+                      .eos_token_ids = sched_config_.eos_token_ids, .loras = &loras_}) {}
 
 void EngineCore::add_request(uint64_t request_id, EngineRequest r) {
   check_engine_request(r, model_.config(), sched_config_.max_model_len);
   r.sampling.seed = resolve_seed(r.sampling, rng_);
+  const int64_t adapter = r.cache_keys.adapter_id;
+  const int n = r.sampling.n;
+  if (adapter != 0) loras_.check_loaded(adapter);
   scheduler_.add_request(sched_request(request_id, std::move(r)));
+  if (adapter != 0) {
+    loras_.acquire(adapter, n);
+    lora_holds_[request_id] = {.adapter_id = adapter, .open = n};
+  }
+}
+
+void EngineCore::release_lora(uint64_t request_id) {
+  const auto it = lora_holds_.find(request_id);
+  if (it == lora_holds_.end()) return;
+  loras_.release(it->second.adapter_id);
+  if (--it->second.open == 0) lora_holds_.erase(it);
 }
 
 std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
   std::vector<EngineOutput> outs;
-  for (const SeqOutput& o : scheduler_.abort_request(request_id))
+  for (const SeqOutput& o : scheduler_.abort_request(request_id)) {
     outs.push_back({.request_id = o.request_id, .index = o.index, .finish = FinishReason::kAbort});
+    release_lora(o.request_id);
+  }
   return outs;
 }
+
+ServedLora EngineCore::add_lora(const std::string& name, const std::string& path, LoraFolder folder) {
+  const int64_t id = loras_.add(name, path, std::move(folder));
+  return {.name = name, .path = path, .id = id};
+}
+
+int64_t EngineCore::remove_lora(const std::string& name) { return loras_.remove(name); }
 
 std::vector<EngineOutput> EngineCore::step() {
   const SchedulerOutput sched = scheduler_.schedule();
@@ -71,6 +94,7 @@ std::vector<EngineOutput> EngineCore::step() {
                    .stop_token = o.stop_token, .n_cached_prompt = o.n_cached_prompt};
     if (const auto lp = ran.logprobs.find(o.seq_id); lp != ran.logprobs.end()) e.logprobs = lp->second;
     outs.push_back(std::move(e));
+    if (o.finish) release_lora(o.request_id);
   }
   ++n_steps_;
   return outs;

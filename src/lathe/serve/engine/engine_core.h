@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lathe/base/rng.h"
 #include "lathe/models/model.h"
 #include "lathe/serve/engine/engine_config.h"
 #include "lathe/serve/engine/engine_request.h"
+#include "lathe/serve/engine/lora_registry.h"
 #include "lathe/serve/engine/model_runner.h"
 #include "lathe/serve/kv_cache_manager.h"
 #include "lathe/serve/sched/scheduler.h"
@@ -51,6 +53,15 @@ class EngineCore {
   // One step: what the scheduler picks runs through the model; the new tokens and finishes come back.
   std::vector<EngineOutput> step();
 
+  // Served LoRA adapters (lora_registry.h). add_lora installs a folder read against the model
+  // (read_lora_folder) as `name`: its ServedLora, whose id requests put in KvCacheKeys::adapter_id.
+  // remove_lora unloads `name`: the number of request choices still running with it (it is freed after
+  // them). InvalidArgument for a name taken (add) or unknown (remove). A request of an adapter that is not
+  // loaded is refused by add_request (InvalidArgument).
+  ServedLora add_lora(const std::string& name, const std::string& path, LoraFolder folder);
+  int64_t remove_lora(const std::string& name);
+  std::vector<ServedLora> loras() const { return loras_.served(); }
+
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   EngineCoreStats stats() const;
   const ModelConfig& model_config() const { return model_.config(); }
@@ -60,6 +71,9 @@ class EngineCore {
   const ModelRunner& runner() const { return runner_; }
 
  private:
+  // A choice of request_id ended: its adapter (if any) is released once per choice.
+  void release_lora(uint64_t request_id);
+
   const Model& model_;
   SchedulerConfig sched_config_;
   int64_t n_blocks_ = 0;
@@ -67,6 +81,12 @@ class EngineCore {
   CounterRng rng_;  // seeds of unseeded requests, in arrival order
   KvCacheManager kv_;
   Scheduler scheduler_;
+  LoraRegistry loras_;  // before the runner, which reads adapters' slots from it
+  struct LoraHold {
+    int64_t adapter_id = 0;
+    int open = 0;  // unfinished choices
+  };
+  std::unordered_map<uint64_t, LoraHold> lora_holds_;  // requests with an adapter, by request id
   ModelRunner runner_;
   int64_t n_steps_ = 0;
 };

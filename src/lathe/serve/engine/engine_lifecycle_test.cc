@@ -33,7 +33,7 @@ EngineMetrics settled_metrics(Engine& e) {
 }
 
 TEST(Engine, RepeatedPromptHitsThePrefixCacheWithIdenticalTokens) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   const std::vector<int32_t> prompt = testing::varied_prompts(6, 40, m.config().vocab_size, 3).back();  // 36 tokens
   ASSERT_GE(prompt.size(), 33u);
   Engine engine(m, {});
@@ -53,7 +53,7 @@ TEST(Engine, RepeatedPromptHitsThePrefixCacheWithIdenticalTokens) {
 }
 
 TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   // 12 usable blocks of 16 tokens, a 64-token context (4 blocks) and loose admission: 6 requests of up to
   // 60 tokens each outgrow the pool and the newest are preempted, then recomputed.
   const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
@@ -82,7 +82,7 @@ TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
 }
 
 TEST(Engine, PreemptionsAreLogged) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   std::vector<std::string> lines;
   const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
   EngineConfig c{.kv_cache_memory = 9 * block_bytes,
@@ -103,7 +103,7 @@ TEST(Engine, PreemptionsAreLogged) {
 }
 
 TEST(Engine, AbortEndsTheRequestAndFreesItsBlocks) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   Engine engine(m, {});
   const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 100));
   const Submission other = engine.submit(testing::greedy_request({5, 6, 7}, 5));
@@ -124,7 +124,7 @@ TEST(Engine, AbortEndsTheRequestAndFreesItsBlocks) {
 }
 
 TEST(Engine, TwoChoicesShareThePromptAndMatchLoneRequests) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   const std::vector<int32_t> prompt = testing::varied_prompts(6, 40, m.config().vocab_size, 3).back();
   EngineRequest greedy2 = testing::greedy_request(prompt, 8);
   greedy2.sampling.n = 2;
@@ -145,7 +145,7 @@ TEST(Engine, TwoChoicesShareThePromptAndMatchLoneRequests) {
 }
 
 TEST(Engine, LogprobsComeWithTheirTokens) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   EngineRequest r = testing::greedy_request(llama().greedy_prompt, 6);
   r.sampling.logprobs = 3;
   const Completion c = testing::run_alone(m, {}, r);
@@ -162,7 +162,7 @@ TEST(Engine, LogprobsComeWithTheirTokens) {
 }
 
 TEST(Engine, BadRequestsAreRefusedAndTheEngineServesOn) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
   Engine engine(m, {.kv_cache_memory = 9 * block_bytes, .scheduler = {.max_model_len = 128, .watermark = 0}});
   const int64_t V = m.config().vocab_size;
@@ -182,7 +182,7 @@ TEST(Engine, BadRequestsAreRefusedAndTheEngineServesOn) {
 }
 
 TEST(Engine, MetricsCountTokensAndTimeEveryChoice) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   Engine engine(m, {});
   EXPECT_NE(engine.capacity_summary().find("blocks of 16 tokens"), std::string::npos) << engine.capacity_summary();
   std::vector<Submission> subs;
@@ -209,7 +209,7 @@ TEST(Engine, MetricsCountTokensAndTimeEveryChoice) {
 }
 
 TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   Engine engine(m, {});
   std::vector<Submission> subs;
   for (const auto& p : testing::varied_prompts(4, 20, m.config().vocab_size, 13))
@@ -226,7 +226,7 @@ TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {
 }
 
 TEST(Engine, StopWithoutDrainAbortsInFlightRequests) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   Engine engine(m, {});
   const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 120));
   ASSERT_TRUE(s.stream->next().has_value());
@@ -235,7 +235,7 @@ TEST(Engine, StopWithoutDrainAbortsInFlightRequests) {
 }
 
 TEST(Engine, HealthProbeAnswersWhileIdleAndWhileServing) {
-  const Model& m = *llama().model;
+  Model& m = *llama().model;
   Engine engine(m, {});
   EXPECT_TRUE(engine.healthy());
   std::this_thread::sleep_for(std::chrono::milliseconds(250));  // idle across several loop turns

@@ -15,10 +15,17 @@
 
 namespace lathe {
 
+// A served LoRA adapter as requests name it (multi-LoRA serving, lora_registry.h).
+struct ServedLora {
+  std::string name;  // the "model" a request names
+  std::string path;  // the PEFT folder it was loaded from
+  int64_t id = 0;    // KvCacheKeys::adapter_id of its requests: unique per load, never reused
+};
+
 struct EngineRequest {
   std::vector<int32_t> prompt;  // [T] token ids, T >= 1, each in [0, V)
   SamplingParams sampling;      // n, max_tokens, min_tokens, ignore_eos, stop ids and the sampler's knobs
-  KvCacheKeys cache_keys;       // adapter id and cache_salt: what a prefix-cache hit must also match
+  KvCacheKeys cache_keys;       // adapter id (a ServedLora's; 0: the base) and cache_salt: what a prefix hit must match
 };
 
 struct EngineOutput {

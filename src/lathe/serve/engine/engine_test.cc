@@ -53,7 +53,7 @@ std::vector<EngineRequest> mixed_requests(const testing::EngineFixture& f, const
 
 // Runs `rs` on one engine: all submitted together, or (staggered) half of them, then the rest once the
 // first has its first token.
-std::vector<Completion> run_together(const Model& model, const std::vector<EngineRequest>& rs, bool staggered) {
+std::vector<Completion> run_together(Model& model, const std::vector<EngineRequest>& rs, bool staggered) {
   Engine engine(model, chunked_config());
   std::vector<Submission> subs;
   std::optional<EngineOutput> first;

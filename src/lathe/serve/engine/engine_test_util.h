@@ -70,7 +70,7 @@ inline std::vector<std::vector<int32_t>> varied_prompts(int n, int max_len, int6
 }
 
 // Runs one request on a fresh engine of `config`, alone.
-inline Completion run_alone(const Model& model, const EngineConfig& config, EngineRequest r) {
+inline Completion run_alone(Model& model, const EngineConfig& config, EngineRequest r) {
   Engine engine(model, config);
   Submission s = engine.submit(std::move(r));
   return read_all(*s.stream);

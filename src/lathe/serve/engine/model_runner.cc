@@ -1,10 +1,12 @@
 #include "lathe/serve/engine/model_runner.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
+#include "lathe/serve/engine/lora_registry.h"
 
 namespace lathe {
 
@@ -28,8 +30,11 @@ void ModelRunner::add_seq(const NewSeqData& d) {
                           .eos_token_ids = config_.eos_token_ids,
                           .seed = choice_seed(*p.seed, d.index),
                           .vocab = model_.config().vocab_size});
+  LATHE_CHECK_ARG(d.adapter_id == 0 || config_.loras != nullptr, "[ModelRunner] sequence ", d.seq_id,
+                  " names LoRA adapter ", d.adapter_id, " but the runner serves none");
+  const int32_t slot = d.adapter_id == 0 ? 0 : config_.loras->slot_of(d.adapter_id);
   seqs_.emplace(d.seq_id, Seq{.tokens = d.token_ids, .block_table = d.block_ids,
-                              .num_computed = d.num_computed_tokens, .sampling = std::move(state)});
+                              .num_computed = d.num_computed_tokens, .sampling = std::move(state), .lora_slot = slot});
 }
 
 void ModelRunner::update_seq(const CachedSeqData& d) {
@@ -50,7 +55,8 @@ ModelRunnerOutput ModelRunner::execute(const SchedulerOutput& out) {
   ModelRunnerOutput result;
   if (out.total_num_scheduled_tokens == 0) return result;
 
-  // One chunk per scheduled sequence, in scheduling order (new ones first, as the scheduler lists them).
+  // One chunk per scheduled sequence, in scheduling order (new ones first, as the scheduler lists them),
+  // grouped by LoRA slot when adapters are served.
   chunks_.clear();
   rows_.clear();
   row_seqs_.clear();
@@ -68,14 +74,20 @@ ModelRunnerOutput ModelRunner::execute(const SchedulerOutput& out) {
     chunks_.push_back({.tokens = std::span<const int32_t>(s.tokens).subspan(s.num_computed, n),
                        .start = s.num_computed,
                        .block_table = s.block_table,
-                       .want_last = samples});
+                       .want_last = samples,
+                       .lora_slot = s.lora_slot});
     if (samples) {
       rows_.push_back(&s.sampling);
       row_seqs_.push_back(id);
     }
   };
-  for (const NewSeqData& d : out.new_seqs) add_chunk(d.seq_id);
-  for (const CachedSeqData& d : out.cached_seqs) add_chunk(d.seq_id);
+  order_.clear();
+  for (const NewSeqData& d : out.new_seqs) order_.push_back(d.seq_id);
+  for (const CachedSeqData& d : out.cached_seqs) order_.push_back(d.seq_id);
+  if (config_.loras && config_.loras->n_slots_used() > 0)  // each adapter's rows one run: two small GEMMs per adapted Linear, whatever the batch
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](uint64_t a, uint64_t b) { return seqs_.at(a).lora_slot < seqs_.at(b).lora_slot; });
+  for (const uint64_t id : order_) add_chunk(id);
   LATHE_CHECK_ARG(static_cast<int64_t>(chunks_.size()) == static_cast<int64_t>(out.num_scheduled_tokens.size()),
                   "[ModelRunner] ", out.num_scheduled_tokens.size(), " sequences have scheduled tokens but ",
                   chunks_.size(), " are listed in new_seqs and cached_seqs");

@@ -16,10 +16,15 @@
 
 namespace lathe {
 
+class LoraRegistry;
+
 struct ModelRunnerConfig {
   int64_t n_blocks = 0;                  // the store's blocks, the null block 0 included (the KvCacheManager's)
   int block_size = kDefaultKvBlockSize;  // P
   std::vector<int32_t> eos_token_ids;    // masked below min_tokens unless ignore_eos (SamplingState)
+  // Served LoRA adapters: a sequence's adapter id -> the Linear slot its rows run with (null: none; a
+  // sequence with an adapter is then refused).
+  const LoraRegistry* loras = nullptr;
 };
 
 // The sampling seed of choice `index` of a request seeded `seed`: choice 0 samples with the request's
@@ -36,7 +41,8 @@ class ModelRunner {
   // Drops the state of out.finished_ids, takes in new sequences and diffs, runs the model over every
   // scheduled chunk (sequence s: its tokens [num_computed, num_computed + num_scheduled_tokens[s])) and
   // samples one token for each chunk that reaches its sequence's last known token, with that sequence's
-  // own SamplingState. A step with no scheduled tokens runs nothing. InvalidArgument when the output
+  // own SamplingState. Chunks are ordered by LoRA slot (stable; base first), so each adapter's rows are
+  // one run of the batch. A step with no scheduled tokens runs nothing. InvalidArgument when the output
   // names an unknown sequence, a new one twice, a chunk past its known tokens, or a new sequence without
   // a resolved seed.
   ModelRunnerOutput execute(const SchedulerOutput& out);
@@ -50,6 +56,7 @@ class ModelRunner {
     std::vector<int32_t> block_table;  // block i holds its positions [i·P, (i + 1)·P)
     int64_t num_computed = 0;          // tokens whose K/V its blocks hold
     SamplingState sampling;
+    int32_t lora_slot = 0;             // its served adapter's Linear slot (0: the base)
   };
   void add_seq(const NewSeqData& d);
   void update_seq(const CachedSeqData& d);
@@ -60,6 +67,7 @@ class ModelRunner {
   Sampler sampler_;
   std::unordered_map<uint64_t, Seq> seqs_;
   // One step's scratch, reused (capacity only grows).
+  std::vector<uint64_t> order_;        // the scheduled sequences, in batch order
   std::vector<SequenceChunk> chunks_;
   std::vector<SamplingState*> rows_;   // rows_[j]: the state of logits row j
   std::vector<uint64_t> row_seqs_;     // row_seqs_[j]: its sequence

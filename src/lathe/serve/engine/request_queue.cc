@@ -20,6 +20,16 @@ void RequestQueue::abort(uint64_t id) {
   work_cv_.notify_one();
 }
 
+std::optional<std::future<void>> RequestQueue::push_call(std::function<void()> call) {
+  std::packaged_task<void()> task(std::move(call));
+  std::future<void> done = task.get_future();
+  std::lock_guard lock(mu_);
+  if (closed_) return std::nullopt;
+  calls_.push_back(std::move(task));
+  work_cv_.notify_one();
+  return done;
+}
+
 void RequestQueue::stop(bool drain) {
   std::lock_guard lock(mu_);
   // A later stop without drain overrides an earlier drain (a second SIGTERM), never the other way.
@@ -34,16 +44,19 @@ QueueWork RequestQueue::take(bool idle, std::chrono::milliseconds wait) {
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   const auto has_work = [this] {
-    return !pending_.empty() || !aborts_.empty() || closed_ || probes_asked_ != probes_answered_;
+    return !pending_.empty() || !aborts_.empty() || !calls_.empty() || closed_ || probes_asked_ != probes_answered_;
   };
   if (idle) work_cv_.wait_for(lock, wait, has_work);
   last_turn_ = EngineClock::now();
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   QueueWork w{.added = {std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end())},
-              .aborted = std::move(aborts_), .stop = closed_, .drain = drain_};
+              .aborted = std::move(aborts_),
+              .calls = {std::make_move_iterator(calls_.begin()), std::make_move_iterator(calls_.end())},
+              .stop = closed_, .drain = drain_};
   pending_.clear();
   aborts_.clear();
+  calls_.clear();
   return w;
 }
 
@@ -77,6 +90,7 @@ void RequestQueue::set_loop_exited() {
   std::lock_guard lock(mu_);
   loop_exited_ = true;
   closed_ = true;
+  calls_.clear();  // never to run: their callers' futures throw (broken promise)
   probe_cv_.notify_all();
 }
 
@@ -93,6 +107,16 @@ void RequestQueue::publish(const EngineMetrics& m) {
 EngineMetrics RequestQueue::snapshot() const {
   std::lock_guard lock(mu_);
   return metrics_;
+}
+
+void RequestQueue::publish_loras(std::vector<ServedLora> loras) {
+  std::lock_guard lock(mu_);
+  loras_ = std::move(loras);
+}
+
+std::vector<ServedLora> RequestQueue::loras() const {
+  std::lock_guard lock(mu_);
+  return loras_;
 }
 
 void OutputStream::push(const EngineOutput& o) {

@@ -1,5 +1,6 @@
 // Every mutex and condition variable of the serving engine (STYLE §15): the RequestQueue between the
-// frontend threads and the engine loop (requests, aborts, stop, health probes, the metrics snapshot),
+// frontend threads and the engine loop (requests, aborts, calls run on the loop, stop, health probes, the
+// metrics snapshot and the served LoRA adapters' names),
 // the OutputStream a submitter reads its tokens from, and the RequestIdMap from a frontend's request ids
 // to the engine's. The scheduler, KV manager and runner behind the loop are single-threaded.
 #pragma once
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -35,6 +37,7 @@ struct PendingRequest {
 struct QueueWork {
   std::vector<PendingRequest> added;  // in submit order
   std::vector<uint64_t> aborted;      // after the additions (an abort of a request just added applies)
+  std::vector<std::packaged_task<void()>> calls;  // after the aborts, in push order
   bool stop = false;                  // stop() was called
   bool drain = false;                 // ... asking to finish in-flight requests first
 };
@@ -45,6 +48,10 @@ class RequestQueue {
   std::optional<uint64_t> push(EngineRequest r, OutputCallback on_output, EngineClock::time_point submitted);
   void abort(uint64_t id);      // any thread; unknown and finished ids are ignored by the loop
   void stop(bool drain);        // any thread: closes the queue to new requests and wakes the loop
+  // Any thread: `call` runs on the engine loop between two steps (adapter loads and unloads change what
+  // the model's Linears hold); wait on its future. Empty when the queue is closed. A call the loop never
+  // runs (it died or exited) breaks its promise: the future throws std::future_error.
+  std::optional<std::future<void>> push_call(std::function<void()> call);
 
   // Engine thread: everything pending, waiting up to `wait` for something when `idle` (the loop has no
   // unfinished work); answers health probes.
@@ -64,6 +71,10 @@ class RequestQueue {
 
   void publish(const EngineMetrics& m);  // engine thread, after each loop turn
   EngineMetrics snapshot() const;        // any thread
+  // The served LoRA adapters, by name: set by the engine thread after each load and unload (before the
+  // call that made the change returns), read by frontend threads to resolve a request's "model".
+  void publish_loras(std::vector<ServedLora> loras);
+  std::vector<ServedLora> loras() const;
 
  private:
   mutable std::mutex mu_;
@@ -71,6 +82,7 @@ class RequestQueue {
   std::condition_variable probe_cv_;  // probers wait here for the loop's answer
   std::deque<PendingRequest> pending_;
   std::vector<uint64_t> aborts_;
+  std::deque<std::packaged_task<void()>> calls_;
   uint64_t next_id_ = 1;
   bool closed_ = false, drain_ = false;
   uint64_t probes_asked_ = 0, probes_answered_ = 0;
@@ -78,6 +90,7 @@ class RequestQueue {
   std::optional<std::string> dead_;
   bool loop_exited_ = false;
   EngineMetrics metrics_;
+  std::vector<ServedLora> loras_;
 };
 
 // A small channel for one request's outputs: the engine pushes (through the OutputCallback submit

@@ -1,7 +1,9 @@
 #include "lathe/serve/frontend/engine_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <exception>
 #include <memory>
 #include <type_traits>
@@ -54,10 +56,69 @@ BackendLimits EngineBackend::limits() const {
           .vocab_size = static_cast<int>(engine_.model_config().vocab_size)};
 }
 
+bool EngineBackend::is_base_name(const std::string& name) const {
+  const std::vector<std::string>& names = options_.served_model_names;
+  return names.empty() ? name == options_.model_name : std::find(names.begin(), names.end(), name) != names.end();
+}
+
+int64_t EngineBackend::adapter_for(const std::string& model) const {
+  if (model.empty() || is_base_name(model)) return 0;
+  if (const std::optional<ServedLora> l = engine_.find_lora(model)) return l->id;
+  throw ApiException(model_not_found(model));  // e.g. an adapter unloaded since the server checked the name
+}
+
+std::vector<ServedAdapter> EngineBackend::lora_adapters() const {
+  std::vector<ServedAdapter> out;
+  for (const ServedLora& l : engine_.loras()) out.push_back({.name = l.name, .path = l.path});
+  return out;
+}
+
+std::string EngineBackend::load_lora_adapter(const std::string& name, const std::string& path) {
+  if (is_base_name(name) || engine_.find_lora(name))
+    throw ApiException(invalid_request(str_cat("The lora adapter '", name, "' has already been loaded.")));
+  if (!std::filesystem::exists(path)) {
+    ApiError e = invalid_request(str_cat("No adapter found for ", path));
+    e.status = 404;
+    throw ApiException(std::move(e));
+  }
+  try {
+    engine_.load_lora(name, path);
+  } catch (const EngineUnavailable& e) {
+    throw ApiException(service_unavailable(e.what()));
+  } catch (const Error& e) {  // the folder does not fit the model, or uses what lathe does not apply
+    throw ApiException(invalid_request(e.what()));
+  }
+  std::fprintf(stderr, "lathe serve: loaded LoRA adapter '%s' from %s\n", name.c_str(), path.c_str());
+  return str_cat("Success: LoRA adapter '", name, "' added successfully.");
+}
+
+std::string EngineBackend::unload_lora_adapter(const std::string& name) {
+  const auto not_found = [&] {
+    ApiError e = invalid_request(str_cat("The lora adapter '", name, "' cannot be found."), "lora_name");
+    e.status = 404;
+    e.code = "model_not_found";
+    return ApiException(std::move(e));
+  };
+  if (!engine_.find_lora(name)) throw not_found();
+  int64_t in_use = 0;
+  try {
+    in_use = engine_.unload_lora(name);
+  } catch (const EngineUnavailable& e) {
+    throw ApiException(service_unavailable(e.what()));
+  } catch (const InvalidArgument&) {  // unloaded by another request meanwhile
+    throw not_found();
+  }
+  std::fprintf(stderr, "lathe serve: unloaded LoRA adapter '%s'%s\n", name.c_str(),
+               in_use ? str_cat(" (freed after its ", in_use, " running sequences)").c_str() : "");
+  return str_cat("Success: LoRA adapter '", name, "' removed successfully.");
+}
+
 void EngineBackend::submit(GenerationRequest request, OutputCallback on_output) {
+  const std::string& model = std::visit([](const auto& body) -> const std::string& { return body.common.model; },
+                                        request.body);
   const PrepareContext context{.tok = tok_, .chat = chat_ ? &*chat_ : nullptr, .model = engine_.model_config(),
                                .max_model_len = engine_.max_model_len(), .tool_call_format = tool_call_format_,
-                               .reasoning_format = reasoning_format_};
+                               .reasoning_format = reasoning_format_, .adapter_id = adapter_for(model)};
   PreparedGeneration g = std::visit(
       [&](const auto& body) {
         if constexpr (std::is_same_v<std::decay_t<decltype(body)>, CompletionRequest>) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/serve/engine/engine.h"
@@ -23,6 +24,9 @@ namespace lathe::serve {
 
 struct EngineBackendOptions {
   std::string model_name;  // the model_name label of /metrics (the first served name)
+  // Every served name of the base model (empty: model_name alone). A request's "model" selects the base
+  // by one of these, or a served LoRA adapter by its name; an adapter may not take one of these names.
+  std::vector<std::string> served_model_names;
   // Chat output parsers; nullopt: detected from the chat template and model_type (detect_tool_call_format,
   // detect_reasoning_format), kNone: off.
   std::optional<ToolCallFormat> tool_call_parser;
@@ -47,6 +51,11 @@ class EngineBackend final : public ServingBackend {
   void abort(const std::string& request_id) override;
   bool healthy() const override;             // the engine loop's heartbeat (Engine::alive)
   std::string metrics_text() const override;  // prometheus_text of the engine's metrics
+  // Multi-LoRA serving: the engine's adapters; loads and unloads with vLLM's messages and statuses (400 a
+  // bad folder or a taken name, 404 an unknown name or a path that does not exist).
+  std::vector<ServedAdapter> lora_adapters() const override;
+  std::string load_lora_adapter(const std::string& name, const std::string& path) override;
+  std::string unload_lora_adapter(const std::string& name) override;
 
   size_t n_in_flight() const { return ids_->size(); }  // requests submitted and not yet finished or aborted
   ToolCallFormat tool_call_format() const { return tool_call_format_; }
@@ -55,6 +64,9 @@ class EngineBackend final : public ServingBackend {
  private:
   struct Run;  // one request's tracker and callback, shared by its engine requests' callbacks
   static void on_engine_output(Run& run, size_t prompt, const EngineOutput& o);
+  bool is_base_name(const std::string& name) const;
+  // The adapter id a request's "model" selects (0: the base); 404 model_not_found for another name.
+  int64_t adapter_for(const std::string& model) const;
 
   Engine& engine_;
   const tokenizer::Tokenizer& tok_;

@@ -56,7 +56,7 @@ void check_fits(int64_t n_prompt, int64_t max_tokens, int64_t max_model_len, con
 EngineRequest engine_request(std::vector<int32_t> prompt, const SamplingFields& s, int max_tokens,
                              const RequestCommon& common, const PrepareContext& c, const std::string& prompt_param) {
   EngineRequest r{.prompt = std::move(prompt), .sampling = sampling_params(s, max_tokens),
-                  .cache_keys = {.cache_salt = common.cache_salt.value_or("")}};
+                  .cache_keys = {.adapter_id = c.adapter_id, .cache_salt = common.cache_salt.value_or("")}};
   try {
     check_engine_request(r, c.model, c.max_model_len);
   } catch (const InvalidArgument& e) {

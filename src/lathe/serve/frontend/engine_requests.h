@@ -28,6 +28,7 @@ struct PrepareContext {
   // tools and a tool_choice other than "none".
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;
+  int64_t adapter_id = 0;                    // the served LoRA adapter the request's "model" names (0: the base)
 };
 
 // One OpenAI request as engine requests, and what the text pipelines of its choices need.

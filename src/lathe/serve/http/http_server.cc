@@ -55,9 +55,11 @@ struct HttpServer::Core {
 
   RequestLimits limits() const {
     BackendLimits b = backend.limits();
-    return {.served_models = options.served_model_names, .max_model_len = b.max_model_len, .vocab_size = b.vocab_size,
-            .max_n = options.max_n, .max_logprobs = options.max_logprobs,
-            .reject_unknown_fields = options.reject_unknown_fields};
+    RequestLimits l{.served_models = options.served_model_names, .max_model_len = b.max_model_len,
+                    .vocab_size = b.vocab_size, .max_n = options.max_n, .max_logprobs = options.max_logprobs,
+                    .reject_unknown_fields = options.reject_unknown_fields};
+    for (const ServedAdapter& a : backend.lora_adapters()) l.served_models.push_back(a.name);  // LoRA: by name
+    return l;
   }
 };
 
@@ -139,11 +141,39 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (path == "/v1/models" && get) {
       return send_json(http::status::ok, models_response(core_->options.served_model_names, core_->created,
-                                                         core_->backend.limits().max_model_len), keep_alive_);
+                                                         core_->backend.limits().max_model_len,
+                                                         core_->backend.lora_adapters()), keep_alive_);
+    }
+    if (core_->options.enable_lora_updates && post &&
+        (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter")) {
+      return lora_update(req, path == "/v1/load_lora_adapter");
     }
     if (path == "/v1/completions" && post) return generate(req, Endpoint::kCompletions);
     if (path == "/v1/chat/completions" && post) return generate(req, Endpoint::kChatCompletions);
     return send_error(route_not_found(std::string(req.method_string()), std::string(path)), keep_alive_);
+  }
+
+  // vLLM's bodies {"lora_name", "lora_path"} / {"lora_name"}; the answer is plain text on success.
+  void lora_update(const Request& req, bool load) {
+    try {
+      const nlohmann::json body = parse_json_body(req.body());
+      const auto field = [&](const char* key) -> std::string {
+        const auto it = body.find(key);
+        if (it == body.end() || !it->is_string() || it->get<std::string>().empty()) return "";
+        return it->get<std::string>();
+      };
+      const std::string name = field("lora_name"), path = field("lora_path");
+      if (load && (name.empty() || path.empty()))
+        throw ApiException(invalid_request("Both 'lora_name' and 'lora_path' must be provided."));
+      if (!load && name.empty())
+        throw ApiException(invalid_request("'lora_name' needs to be provided to unload a LoRA adapter."));
+      std::string message = load ? core_->backend.load_lora_adapter(name, path) : core_->backend.unload_lora_adapter(name);
+      return send_text(http::status::ok, std::move(message), "text/plain; charset=utf-8", keep_alive_);
+    } catch (const ApiException& e) {
+      return send_error(e.error(), keep_alive_);
+    } catch (const std::exception& e) {
+      return send_error(server_error(e.what()), keep_alive_);
+    }
   }
 
   void generate(const Request& req, Endpoint endpoint) {

@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP server (serving spec §9) on Boost.Beast: POST /v1/completions and
-// /v1/chat/completions (JSON or SSE streaming), GET /v1/models, /health, /metrics, in front of a
+// /v1/chat/completions (JSON or SSE streaming), GET /v1/models, /health, /metrics, and with
+// enable_lora_updates POST /v1/load_lora_adapter and /v1/unload_lora_adapter, in front of a
 // ServingBackend. Async on a few I/O threads (one handles 200 streams: docs/serving.md). Binds 127.0.0.1
 // unless told otherwise. Stopping is an API (begin_drain, wait_idle, stop) for the CLI's SIGTERM handler.
 #pragma once
@@ -27,6 +28,10 @@ struct HttpServerOptions {
   bool reject_unknown_fields = false;    // false: unknown fields are logged and ignored (vLLM)
   size_t max_pending_stream_bytes = 16u << 20;  // a client reading slower than this is dropped (aborted)
   std::chrono::seconds idle_timeout{60}; // a connection that sends no complete request for this long is closed
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's, behind VLLM_ALLOW_RUNTIME_LORA_UPDATING
+  // there; `lathe serve --enable-lora-updates` here): off, both answer 404 like any unknown route. They run
+  // on the I/O thread that received them (a load reads the folder and waits for the engine's next turn).
+  bool enable_lora_updates = false;
 };
 
 class HttpServer {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -74,6 +75,25 @@ class EchoBackend : public ServingBackend {
   bool healthy() const override { return healthy_; }
   std::string metrics_text() const override { return "vllm:num_requests_running 0\n"; }
 
+  // LoRA adapters: a name list ("missing" paths do not exist).
+  std::vector<ServedAdapter> lora_adapters() const override {
+    std::lock_guard lock(mu_);
+    return adapters_;
+  }
+  std::string load_lora_adapter(const std::string& name, const std::string& path) override {
+    if (path == "missing") throw ApiException({.status = 404, .type = "invalid_request_error", .message = "No adapter found"});
+    std::lock_guard lock(mu_);
+    adapters_.push_back({.name = name, .path = path});
+    return "Success: LoRA adapter '" + name + "' added successfully.";
+  }
+  std::string unload_lora_adapter(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    const auto it = std::find_if(adapters_.begin(), adapters_.end(), [&](const ServedAdapter& a) { return a.name == name; });
+    if (it == adapters_.end()) throw ApiException({.status = 404, .type = "invalid_request_error", .message = "unknown"});
+    adapters_.erase(it);
+    return "Success: LoRA adapter '" + name + "' removed successfully.";
+  }
+
   bool is_aborted(const std::string& id) {
     std::lock_guard lock(mu_);
     return aborted_.count(id) > 0;
@@ -93,11 +113,12 @@ class EchoBackend : public ServingBackend {
   std::atomic<bool> healthy_{true};
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> submitted_, aborted_;
   std::map<std::string, std::string> by_client_id_;  // X-Request-Id -> request id
   std::vector<std::thread> threads_;
+  std::vector<ServedAdapter> adapters_;
 };
 
 struct Reply {
@@ -260,6 +281,44 @@ TEST_F(HttpServerTest, DisconnectMidStreamAbortsTheRequest) {
   EXPECT_TRUE(server_->wait_idle(std::chrono::seconds(5)));
   // The server goes on serving.
   EXPECT_EQ(request(port_, http::verb::post, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
+// vLLM's runtime LoRA endpoints: 404 unless enabled; load, list (parent: the base), use by name, unload;
+// the bodies' required fields; the backend's 404s pass through.
+TEST_F(HttpServerTest, LoraAdapterEndpointsLoadListServeAndUnload) {
+  start({.served_model_names = {"tiny"}, .enable_lora_updates = true});
+  Reply r = request(port_, http::verb::post, "/v1/completions", R"({"model": "sql", "prompt": "x", "max_tokens": 1})");
+  EXPECT_EQ(r.status, 404) << "not loaded yet";
+  EXPECT_EQ(error_of(r)["code"], "model_not_found");
+  r = request(port_, http::verb::post, "/v1/load_lora_adapter", R"({"lora_name": "sql", "lora_path": "/a/sql"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Success: LoRA adapter 'sql' added successfully.");
+  EXPECT_NE(r.content_type.find("text/plain"), std::string::npos);
+  const nlohmann::json models = nlohmann::json::parse(request(port_, http::verb::get, "/v1/models", "").body);
+  ASSERT_EQ(models["data"].size(), 2u);
+  EXPECT_EQ(models["data"][1]["id"], "sql");
+  EXPECT_EQ(models["data"][1]["parent"], "tiny");
+  EXPECT_EQ(models["data"][1]["root"], "/a/sql");
+  r = request(port_, http::verb::post, "/v1/completions", R"({"model": "sql", "prompt": "x", "max_tokens": 1})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["model"], "sql");
+
+  EXPECT_EQ(request(port_, http::verb::post, "/v1/load_lora_adapter", R"({"lora_name": "x"})").status, 400);
+  EXPECT_EQ(request(port_, http::verb::post, "/v1/unload_lora_adapter", R"({})").status, 400);
+  EXPECT_EQ(request(port_, http::verb::post, "/v1/load_lora_adapter", R"({"lora_name": "x", "lora_path": "missing"})").status,
+            404);
+  r = request(port_, http::verb::post, "/v1/unload_lora_adapter", R"({"lora_name": "sql"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Success: LoRA adapter 'sql' removed successfully.");
+  EXPECT_EQ(request(port_, http::verb::post, "/v1/unload_lora_adapter", R"({"lora_name": "sql"})").status, 404);
+  EXPECT_EQ(request(port_, http::verb::post, "/v1/completions", R"({"model": "sql", "prompt": "x"})").status, 404);
+}
+
+TEST_F(HttpServerTest, LoraAdapterEndpointsAre404UnlessEnabled) {
+  start();
+  const Reply r = request(port_, http::verb::post, "/v1/load_lora_adapter", R"({"lora_name": "sql", "lora_path": "/a"})");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(backend_.lora_adapters().empty());
 }
 
 TEST_F(HttpServerTest, DrainRefusesNewWorkAndFinishesInFlight) {

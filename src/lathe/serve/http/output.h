@@ -11,6 +11,12 @@
 
 namespace lathe::serve {
 
+// A LoRA adapter a backend serves beside its base model: a "model" a request may name.
+struct ServedAdapter {
+  std::string name;  // the request's "model"
+  std::string path;  // the folder it was loaded from (/v1/models "root")
+};
+
 // One alternative of a token's top logprobs.
 struct TokenAlternative {
   std::string token;                   // the token's text

@@ -201,11 +201,16 @@ std::string StreamEncoder::encode(const GenerationOutput& out) {
   return sse;
 }
 
-nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len) {
+nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len,
+                                       const std::vector<ServedAdapter>& adapters) {
   nlohmann::ordered_json data = nlohmann::ordered_json::array();
   for (const std::string& name : names) {
     data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "lathe"},
                     {"root", names.front()}, {"parent", nullptr}, {"max_model_len", max_model_len}});
+  }
+  for (const ServedAdapter& a : adapters) {
+    data.push_back({{"id", a.name}, {"object", "model"}, {"created", created}, {"owned_by", "lathe"},
+                    {"root", a.path}, {"parent", names.front()}, {"max_model_len", max_model_len}});
   }
   return {{"object", "list"}, {"data", std::move(data)}};
 }

@@ -69,7 +69,10 @@ class StreamEncoder {
   std::vector<size_t> text_offset_;    // completions logprobs: offset of the next token in the choice text
 };
 
-// GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by", "max_model_len"}]}.
-nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len);
+// GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by", "root",
+// "parent", "max_model_len"}]}: the base's served names (root: the first, parent null), then each adapter
+// (vLLM: root its folder, parent the first served name).
+nlohmann::ordered_json models_response(const std::vector<std::string>& names, int64_t created, int max_model_len,
+                                       const std::vector<ServedAdapter>& adapters = {});
 
 }  // namespace lathe::serve

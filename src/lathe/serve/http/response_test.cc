@@ -204,6 +204,13 @@ TEST(Models, ListShape) {
   EXPECT_EQ(j["data"][1]["object"], "model");
   EXPECT_EQ(j["data"][1]["owned_by"], "lathe");
   EXPECT_EQ(j["data"][1]["max_model_len"], 512);
+  EXPECT_TRUE(j["data"][1]["parent"].is_null());
+  // LoRA adapters follow the base, with it as parent and their folder as root (vLLM's cards).
+  j = models_response({"tiny"}, 1700000000, 512, {{.name = "sql", .path = "/adapters/sql"}});
+  ASSERT_EQ(j["data"].size(), 2u);
+  EXPECT_EQ(j["data"][1]["id"], "sql");
+  EXPECT_EQ(j["data"][1]["parent"], "tiny");
+  EXPECT_EQ(j["data"][1]["root"], "/adapters/sql");
 }
 
 TEST(Sse, InvalidUtf8InTextIsReplacedNotThrown) {

@@ -7,7 +7,9 @@
 #include <functional>
 #include <string>
 #include <variant>
+#include <vector>
 
+#include "lathe/serve/http/api_error.h"
 #include "lathe/serve/http/output.h"
 #include "lathe/serve/http/request.h"
 
@@ -52,6 +54,21 @@ class ServingBackend {
 
   // The engine's metrics in Prometheus text format (vLLM names, spec §10). Non-blocking.
   virtual std::string metrics_text() const = 0;
+
+  // Multi-LoRA serving. The adapters served now (listed by /v1/models with the base as parent, and
+  // accepted as a request's "model"); non-blocking, any thread. None by default.
+  virtual std::vector<ServedAdapter> lora_adapters() const { return {}; }
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's runtime updates): the success message,
+  // or ApiException (400 invalid folder or taken name, 404 unknown name or no folder there). May block
+  // while the adapter is read and installed. The default refuses both (no adapters).
+  virtual std::string load_lora_adapter(const std::string& name, const std::string& path) {
+    (void)name, (void)path;
+    throw ApiException(invalid_request("This server does not load LoRA adapters"));
+  }
+  virtual std::string unload_lora_adapter(const std::string& name) {
+    (void)name;
+    throw ApiException(invalid_request("This server does not serve LoRA adapters"));
+  }
 };
 
 }  // namespace lathe::serve
