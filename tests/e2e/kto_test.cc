@@ -93,6 +93,43 @@ TEST(KtoCli, WarnsOnceWhenTheClassWeightsAreOutOfBalance) {
   EXPECT_NE(out.find("dpo.desirable_weight in [1, 1.33"), std::string::npos) << out;
 }
 
+// Data parallel: reference-free, z0 is 0 whatever the KL pairs, so 2 ranks of 2 examples follow one process
+// of 4 (the loss, and rewards/chosen, a per-class mean weighted over the ranks). With the reference, z0 is
+// all-reduced inside the loss and the ranks run different numbers of evaluation batches (3 over 2 ranks):
+// the job must finish.
+TEST(KtoCli, TwoRanksFollowOneProcessAndFinishWithEvaluation) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const std::string dir = tokenizer_in(testing::scratch_dir("kto_cli_mpi"));
+  const std::string free = " dpo.reference_free=true run.threads=1";
+  auto [rc, out] = testing::run_lathe(kto_args(dir, "one", 8) + free);
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = testing::run_shell(testing::kMpirun + testing::lathe_bin() + " " + kto_args(dir, "two", 8) + free);
+  ASSERT_EQ(rc, 0) << out;
+  const std::vector<double> a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u) << out;
+  std::ifstream start(dir + "/two/metrics.jsonl");
+  std::string first;
+  std::getline(start, first);
+  EXPECT_NE(first.find("\"ranks\":2"), std::string::npos) << first;
+  const std::vector<double> ca = testing::step_metric(dir + "/one", "rewards/chosen"),
+                            cb = testing::step_metric(dir + "/two", "rewards/chosen");
+  for (size_t i = 0; i < a.size(); ++i) {  // f32 forwards, gradients summed in another order: 1e-5 relative
+    EXPECT_NEAR(b[i], a[i], 1e-5 * std::fabs(a[i])) << "step " << i + 1;
+    if (std::isnan(ca[i])) EXPECT_TRUE(std::isnan(cb[i])) << "step " << i + 1;
+    else EXPECT_NEAR(cb[i], ca[i], 1e-5 * std::fabs(ca[i]) + 1e-6) << "step " << i + 1;
+  }
+  std::tie(rc, out) = testing::run_shell(testing::kMpirun + testing::lathe_bin() + " " + kto_args(dir, "ref", 6) +
+                                         " run.threads=1 data.val=recipes/dpo/kto-tiny.jsonl eval.every=3 eval.batches=3");
+  ASSERT_EQ(rc, 0) << out;
+  for (double z0 : testing::step_metric(dir + "/ref", "kl")) EXPECT_GE(z0, 0.0);
+  EXPECT_EQ(testing::loss_values(dir + "/ref").size(), 6u);
+  std::ifstream metrics(dir + "/ref/metrics.jsonl");
+  int evals = 0;
+  for (std::string line; std::getline(metrics, line);) evals += line.find("\"val_loss\"") != std::string::npos;
+  EXPECT_EQ(evals, 2) << "steps 3 and 6";
+}
+
 TEST(KtoCli, BadInputsAreCleanErrors) {
   const std::string dir = tokenizer_in(testing::scratch_dir("kto_cli_bad"));
   const auto write = [&](const std::string& name, const std::string& rows) {
