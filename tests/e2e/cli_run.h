@@ -129,6 +129,11 @@ inline std::pair<int, std::string> run_lathe_bounded(const std::string& args, in
   return run_shell("timeout -k 5 " + std::to_string(timeout_s) + " " + lathe_bin() + " " + args);
 }
 
+// The prefix of a 2-rank command: OpenMPI refuses root unless told; --oversubscribe lets 2 ranks share fewer
+// cores (CI machines). (LeakSanitizer off for the ASan build: libmpi keeps allocations until exit by design.)
+inline constexpr const char* kMpirun =
+    "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe ";
+
 inline constexpr int kExitTimedOut = 124;  // coreutils timeout: the command was killed after its limit
 
 // True when `r` is a clean failure: a non-zero exit that is neither a timeout nor a signal, and an

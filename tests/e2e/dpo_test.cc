@@ -31,17 +31,7 @@ std::string tokenizer_in(const std::string& dir) {
   return dir;
 }
 
-// A metric of every training step in metrics.jsonl.
-std::vector<double> step_metric(const std::string& run_dir, const std::string& key) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<double> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("loss") && j.contains(key)) out.push_back(j[key].get<double>());
-  }
-  return out;
-}
+using testing::step_metric;
 
 void expect_rewards_rise(const std::string& run_dir, size_t steps) {
   const std::vector<double> margin = step_metric(run_dir, "rewards/margins"),
@@ -109,7 +99,7 @@ TEST(DpoCli, EveryLossTypeRuns) {
     ASSERT_EQ(margin.size(), 12u) << t;
     EXPECT_GT(testing::mean_of(margin, 9, 3), testing::mean_of(margin, 0, 3)) << t;
   }
-  const auto r = testing::run_lathe_bounded(dpo_args(dir, "bad", 2) + " dpo.loss_type=kto");
+  const auto r = testing::run_lathe_bounded(dpo_args(dir, "bad", 2) + " dpo.loss_type=kpo");
   EXPECT_TRUE(testing::is_clean_error(r, "dpo.loss_type")) << r.second;
   const auto r2 = testing::run_lathe_bounded(dpo_args(dir, "bad2", 2) + " dpo.betta=1");
   EXPECT_TRUE(testing::is_clean_error(r2, "dpo.betta")) << r2.second;

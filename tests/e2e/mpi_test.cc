@@ -29,10 +29,7 @@ namespace fs = std::filesystem;
 std::string bin() { return testing::lathe_bin(); }
 std::pair<int, std::string> sh(const std::string& cmd) { return testing::run_shell(cmd); }
 
-// OpenMPI refuses root unless told; --oversubscribe lets 2 ranks share fewer cores (CI machines).
-// (LeakSanitizer off for the ASan build: libmpi keeps allocations until exit by design.)
-const char* kMpirun =
-    "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe ";
+using testing::kMpirun;
 
 std::vector<double> losses(const std::string& run_dir) { return testing::loss_values(run_dir); }
 

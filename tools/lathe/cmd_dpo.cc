@@ -1,7 +1,8 @@
 // lathe dpo RECIPE.yaml [key=value ...] [--resume | --overwrite]: preference optimisation (docs/dpo.md: DPO,
-// cDPO, robust, hinge, IPO, SimPO, ORPO, RPO's NLL term) on the shared training loop: progress line with the
-// reward accuracy and margin, metrics in <run>/metrics.jsonl, checkpoints, exact resume, a loss curve, and the
-// result as a Hugging Face folder (<run>/model) or a PEFT adapter (<run>/adapter).
+// cDPO, robust, hinge, IPO, SimPO, ORPO, RPO's NLL term; KTO on unpaired data) on the shared training loop:
+// progress line with the reward accuracy (KTO: the KL estimate) and margin, metrics in <run>/metrics.jsonl,
+// checkpoints, exact resume, a loss curve, and the result as a Hugging Face folder (<run>/model) or a PEFT
+// adapter (<run>/adapter).
 #include <cmath>
 #include <string>
 
@@ -25,12 +26,12 @@ const CommandSpec& dpo_spec() {
   static const CommandSpec spec{
       .name = "dpo",
       .usage = "RECIPE.yaml [key=value ...] [options]",
-      .brief = "preference optimisation (DPO, IPO, SimPO, ORPO, ...) on prompt/chosen/rejected data (docs/dpo.md)",
+      .brief = "preference optimisation (DPO, IPO, SimPO, ORPO, KTO, ...) on preference data (docs/dpo.md)",
       .summary = "Trains model.base (or a LoRA adapter on it) on preference pairs in data.train (TRL's JSON Lines:\n"
-                 "prompt/chosen/rejected) as the recipe's dpo: section says (docs/dpo.md); key=value overrides any\n"
-                 "key, e.g. dpo.beta=0.2 dpo.loss_type=ipo. SIGINT / SIGTERM stop after the current step and write a\n"
-                 "checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg, checkpoints/step_N/, model/ or\n"
-                 "adapter/}.\n",
+                 "prompt/chosen/rejected; KTO: prompt/completion/label) as the recipe's dpo: section says\n"
+                 "(docs/dpo.md); key=value overrides any key, e.g. dpo.beta=0.2 dpo.loss_type=ipo. SIGINT /\n"
+                 "SIGTERM stop after the current step and write a checkpoint. Writes run.dir/{recipe.yaml,\n"
+                 "metrics.jsonl, loss.svg, checkpoints/step_N/, model/ or adapter/}.\n",
       .options = {
           {"--resume", "", "continue from the newest intact checkpoint in run.dir"},
           {"--overwrite", "", "delete the earlier run in run.dir first"},
@@ -47,11 +48,16 @@ int cmd_dpo(int argc, char** argv) {
       .has_section = [](const train::TrainConfig& c) { return !c.dpo.is_null(); },
       .missing_section = "no dpo: section (lathe dpo reads dpo.beta, dpo.loss_type, ...; write `dpo: {}` for the"
                          " defaults; docs/dpo.md)",
+      // KTO has no pairs to be right about: its KL estimate z0 instead of the reward accuracy.
       .after_loss = [](const train::ObjectiveMetrics& m) {
-        return " acc " + fmt("%.2f", metric(m, "rewards/accuracies")) + " margin " + fmt("%.3f", metric(m, "rewards/margins"));
+        const double acc = metric(m, "rewards/accuracies");
+        return (std::isnan(acc) ? " kl " + fmt("%.3f", metric(m, "kl")) : " acc " + fmt("%.2f", acc)) + " margin " +
+               fmt("%.3f", metric(m, "rewards/margins"));
       },
       .after_eval = [](const train::ObjectiveMetrics& m) {
-        return " val reward acc " + fmt("%.3f", metric(m, "rewards/accuracies"));
+        const double acc = metric(m, "rewards/accuracies");
+        return std::isnan(acc) ? " val reward margin " + fmt("%.3f", metric(m, "rewards/margins"))
+                               : " val reward acc " + fmt("%.3f", acc);
       },
   };
   return run_fine_tune<posttrain::DpoTrainer>(*r, cmd);

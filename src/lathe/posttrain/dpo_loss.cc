@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lathe/base/error.h"
+
 namespace lathe::posttrain {
 
 namespace {
 
-constexpr const char* kNames[] = {"sigmoid", "robust", "hinge", "ipo", "simpo", "orpo"};
+constexpr const char* kNames[] = {"sigmoid", "robust", "hinge", "ipo", "simpo", "orpo", "kto"};
 static_assert(std::size(kNames) == static_cast<size_t>(DpoLossType::kCount));
 
 double sigmoid(double x) {
@@ -85,12 +87,25 @@ PairLoss dpo_pair_loss(const DpoLossConfig& c, const PairLogps& p) {
       r.reward_rejected = beta * p.rejected;
       return r;
     }
+    case DpoLossType::kKto:
     case DpoLossType::kCount:
+      LATHE_ASSERT(false);  // kto: kto_example_loss
       break;
   }
   r.d_chosen = beta * dz;  // z = β(chosen − rejected − ...)
   r.d_rejected = -beta * dz;
   return r;
+}
+
+KtoExampleLoss kto_example_loss(const DpoLossConfig& c, double logp, double ref_logp, double z0, bool desirable) {
+  // desirable: w_D(1 − σ(β(r − z0))), d/dr = −w_D·β·σ'(β(r − z0)); undesirable: w_U(1 − σ(β(z0 − r))),
+  // d/dr = +w_U·β·σ'(β(z0 − r)); σ'(z) = σ(z)σ(−z).
+  const double r = logp - ref_logp, z = desirable ? c.beta * (r - z0) : c.beta * (z0 - r);
+  const double w = desirable ? c.desirable_weight : c.undesirable_weight;
+  const double dz = w * sigmoid(z) * sigmoid(-z);
+  return {.loss = w * sigmoid(-z),  // 1 − σ(z) = σ(−z), without cancellation
+          .d_logp = desirable ? -c.beta * dz : c.beta * dz,
+          .reward = c.beta * r};
 }
 
 }  // namespace lathe::posttrain

@@ -9,9 +9,13 @@
 //                         no reference (TRL CPOTrainer loss_type=simpo)
 //   orpo                  −β log σ(log odds_w − log odds_l), log odds = P̄ − log(1 − exp P̄), P̄ clamped
 //                         ≤ −1e-7, no reference; its NLL on prompt + chosen is added by the objective
-// Implicit rewards r = β·h (simpo / orpo: β·P̄). Each function returns the loss of one pair and its
-// derivatives with respect to the policy's chosen and rejected log-probs (the objective turns them into
-// per-token weights: the loss is linear in the token log-probs through them).
+//   kto                   unpaired examples (TRL KTOTrainer, arXiv 2402.01306): with r = log π_θ(y|x) −
+//                         log π_ref(y|x) and z0 = max(0, sg[mean over the batch of r(x, y′)]) on mismatched
+//                         pairs, a desirable example costs w_D(1 − σ(β(r − z0))), an undesirable one
+//                         w_U(1 − σ(β(z0 − r))); kto_example_loss is one example's share, z0 given
+// Implicit rewards r = β·h (simpo / orpo: β·P̄). Each function returns the loss of one pair (KTO: example)
+// and its derivatives with respect to the policy's log-probs (the objective turns them into per-token
+// weights: the loss is linear in the token log-probs through them).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,7 @@
 
 namespace lathe::posttrain {
 
-enum class DpoLossType : uint8_t { kSigmoid, kRobust, kHinge, kIpo, kSimpo, kOrpo, kCount };
+enum class DpoLossType : uint8_t { kSigmoid, kRobust, kHinge, kIpo, kSimpo, kOrpo, kKto, kCount };
 
 const char* dpo_loss_name(DpoLossType t);
 // "sigmoid" -> kSigmoid, ...; kCount for an unknown name.
@@ -37,6 +41,8 @@ struct DpoLossConfig {
   double label_smoothing = 0;    // ε: sigmoid, robust (< 0.5), simpo
   double rpo_alpha = 0;          // > 0: + rpo_alpha · NLL of the chosen completion (token mean); 0: off
   double simpo_gamma = 0.5;      // γ: SimPO's target margin (TRL CPOConfig.simpo_gamma)
+  double desirable_weight = 1;   // w_D: KTO (TRL KTOConfig.desirable_weight)
+  double undesirable_weight = 1; // w_U: KTO (TRL KTOConfig.undesirable_weight)
 };
 
 // One pair's log-probs: policy and reference (0 when reference-free), length-normalised by the caller
@@ -51,7 +57,18 @@ struct PairLoss {
   double reward_chosen = 0, reward_rejected = 0;
 };
 
+// Not for kKto (its loss is per example: kto_example_loss).
 PairLoss dpo_pair_loss(const DpoLossConfig& c, const PairLogps& p);
+
+struct KtoExampleLoss {
+  double loss = 0;
+  double d_logp = 0;  // ∂loss/∂log π_θ(y|x) (z0 is a constant: stop-gradient)
+  double reward = 0;  // β·r
+};
+
+// One KTO example: `logp` / `ref_logp` its policy / reference log-probs (raw sums), z0 the batch's clamped
+// KL estimate, `desirable` its label.
+KtoExampleLoss kto_example_loss(const DpoLossConfig& c, double logp, double ref_logp, double z0, bool desirable);
 
 // log σ(x), stable for large |x|.
 double log_sigmoid(double x);

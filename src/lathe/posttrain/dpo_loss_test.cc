@@ -16,38 +16,22 @@
 #include "lathe/autograd/node.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/io/test_paths.h"
-#include "lathe/models/lora_adapters.h"
 #include "lathe/ops/gradcheck.h"
-#include "lathe/train/lora_params.h"
+#include "lathe/posttrain/test_policy.h"
 
 namespace lathe::posttrain {
 namespace {
 
 using nlohmann::json;
 
-json posttrain_reference() {
-  std::ifstream in(testing::fixtures_root() + "/posttrain/reference.json");
-  return json::parse(in);
-}
+using testing::posttrain_reference;
 json dpo_reference() { return posttrain_reference().at("dpo"); }
-
-// prompt + answer, the answer's tokens trained.
-TokenizedExample sequence(const json& prompt, const json& answer) {
-  TokenizedExample e;
-  for (const auto& t : prompt) {
-    e.ids.push_back(t.get<int32_t>());
-    e.supervised.push_back(0);
-  }
-  for (const auto& t : answer) {
-    e.ids.push_back(t.get<int32_t>());
-    e.supervised.push_back(1);
-  }
-  return e;
-}
 
 std::vector<PreferencePair> fixture_pairs(const json& ref) {
   std::vector<PreferencePair> out;
-  for (const auto& p : ref.at("pairs")) out.emplace_back(sequence(p["prompt"], p["chosen"]), sequence(p["prompt"], p["rejected"]));
+  for (const auto& p : ref.at("pairs"))
+    out.emplace_back(testing::prompt_answer_sequence(p["prompt"], p["chosen"]),
+                     testing::prompt_answer_sequence(p["prompt"], p["rejected"]));
   return out;
 }
 
@@ -61,25 +45,8 @@ DpoBatch batch_of(const std::vector<PreferencePair>& pairs) {
   return make_dpo_batch(ptrs, ids);
 }
 
-// The policy of the fixture: base + PEFT adapter, the base frozen.
-struct Policy {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<LoraAdapters> lora;
-};
-Policy fixture_policy() {
-  // "base_model": "models/llama (load its model.safetensors)": the folder is the first word.
-  const json all = posttrain_reference();
-  std::istringstream base(all.at("base_model").get<std::string>());
-  std::string base_rel;
-  base >> base_rel;
-  const std::string root = testing::fixtures_root();
-  Policy p;
-  p.model = Model::load(root + "/" + base_rel, {.force_f32 = true});
-  p.lora = std::make_unique<LoraAdapters>(
-      LoraAdapters::load(*p.model, root + "/" + all.at("lora").at("adapter_dir").get<std::string>()));
-  train::freeze_base_for_lora(*p.model, *p.lora);
-  return p;
-}
+using Policy = testing::FixturePolicy;
+using testing::fixture_policy;
 
 RefLogps reference_of(const Model& m, const std::vector<PreferencePair>& pairs) {
   RefLogps r;
@@ -260,29 +227,8 @@ TEST(DpoLoss, ModelLossOfEveryTypeMatchesFormulaAndFiniteDifferences) {
     }
     backward(r.loss);
     // Central differences along a random direction d of all adapter tensors: (L(θ+hd) − L(θ−hd)) / 2h = ∇L·d.
-    std::vector<std::vector<float>> orig, dir;
-    double analytic = 0;
-    uint32_t seed = 1;
-    p.lora->for_each_param([&](const std::string&, Tensor& t, int) {
-      orig.push_back(t.to_vector());
-      dir.push_back(testing::random_tensor(t.shape(), seed++).to_vector());
-      const std::vector<float> g = t.grad().to_vector();
-      for (size_t i = 0; i < g.size(); ++i) analytic += static_cast<double>(g[i]) * dir.back()[i];
-      t.zero_grad();
-    });
-    const auto loss_at = [&](double h) {
-      size_t k = 0;
-      p.lora->for_each_param([&](const std::string&, Tensor& t, int) {
-        std::vector<float> v = orig[k];
-        for (size_t i = 0; i < v.size(); ++i) v[i] += static_cast<float>(h) * dir[k][i];
-        t.copy_from(Tensor::from_data(t.shape(), v));
-        ++k;
-      });
-      NoGradGuard ng;
-      return static_cast<double>(dpo_loss(*p.model, batch, rl, c).loss.item());
-    };
-    const double h = 2e-3, numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
-    loss_at(0);
+    const auto [analytic, numeric] = testing::directional_derivative(
+        *p.lora, [&] { return static_cast<double>(dpo_loss(*p.model, batch, rl, c).loss.item()); }, 2e-3);
     EXPECT_NEAR(analytic, numeric, 2e-2 * std::fabs(numeric) + 1e-4) << what;
   }
 }

@@ -10,11 +10,15 @@
 // model.base or dpo.ref_model; none when reference-free, SimPO or ORPO. A frozen reference never changes,
 // so each example's reference log-probs are computed once, in a forward of their own (the same bits
 // whatever the batch), and cached in memory.
+// KTO (dpo.loss_type kto) is the same objective on unpaired examples: a micro-batch holds k examples and
+// their k KL sequences (dpo_batch.h), the loss is kto_loss; the reference cache adds the KL sequences.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +41,15 @@ struct RefLogps {
 train::ObjectiveResult dpo_loss(const Model& policy, const DpoBatch& b, const RefLogps& ref, const DpoLossConfig& c,
                                 const ForwardOptions& o = {});
 
+// KTO (specs/posttrain.md §4) on a make_kto_batch batch: `ref.chosen` the examples' reference log-probs,
+// `ref.rejected` their KL sequences'. z0 = max(0, mean over the KL sequences of log π_θ − log π_ref), the
+// mean taken over the micro-batches of all ranks of `comm` (null: this batch only); the policy's KL forward
+// keeps no graph. The loss is the mean over the examples of kto_example_loss -> loss [1], metrics
+// rewards/{chosen,rejected,margins}, logps/{chosen,rejected} (per-class means, weighted by the class's count:
+// ObjectiveResult::metric_weights) and kl (z0).
+train::ObjectiveResult kto_loss(const Model& policy, const DpoBatch& b, const RefLogps& ref, const DpoLossConfig& c,
+                                const ForwardOptions& o = {}, dist::Communicator* comm = nullptr);
+
 // The reference log-probs {chosen, rejected} of one pair, in a forward of its own (no grad).
 std::pair<double, double> pair_reference_logps(const Model& ref, const PreferencePair& p, const ForwardOptions& o);
 
@@ -44,9 +57,13 @@ std::pair<double, double> pair_reference_logps(const Model& ref, const Preferenc
 std::vector<PreferencePair> encode_preference_dataset(const std::string& path, const ExampleEncoder& enc,
                                                       std::string* first_where = nullptr);
 
+// Reads, parses and tokenizes an unpaired preference dataset (prompt/completion/label) for KTO.
+UnpairedExamples encode_unpaired_dataset(const std::string& path, const ExampleEncoder& enc,
+                                         std::string* first_where = nullptr);
+
 class DpoObjective final : public train::BatchObjective<DpoBatch> {
  public:
-  // Throws InvalidArgument unless batch_size is a multiple of `world`.
+  // Throws InvalidArgument unless batch_size is a multiple of `world` (KTO: of at least 2 per rank).
   DpoObjective(DpoOptions opts, int world);
   ~DpoObjective() override;
 
@@ -67,15 +84,23 @@ class DpoObjective final : public train::BatchObjective<DpoBatch> {
 
  private:
   struct Cache {
-    std::vector<double> chosen, rejected;  // NaN: not computed yet
+    std::vector<double> chosen, rejected;  // NaN: not computed yet (KTO: chosen = the examples')
+    // KTO: (example, index of the answer it borrows) -> the KL sequence's reference log-prob. The KL pairs
+    // follow the batches, so with shuffling most are new each epoch.
+    std::map<std::pair<int64_t, int64_t>, double> kl;
   };
-  int64_t pair_at(int64_t global_index);  // the epoch's order (shuffled per epoch when asked)
+  bool kto() const { return opts_.loss.type == DpoLossType::kKto; }
+  int64_t n_examples(bool val) const;  // pairs, or KTO's unpaired examples
+  DpoBatch batch_of(std::span<const int64_t> ids, bool val) const;
+  train::ObjectiveResult batch_loss(const Model& model, const DpoBatch& b, const RefLogps& ref,
+                                    const ForwardOptions& o, dist::Communicator* comm) const;
 
   DpoOptions opts_;
   int world_ = 1, rank_ = 0;
   ForwardOptions forward_, ref_forward_;
   std::unique_ptr<Model> ref_model_;  // a frozen copy (full fine-tuning or dpo.ref_model); null otherwise
-  std::vector<PreferencePair> train_, val_;
+  std::vector<PreferencePair> train_, val_;   // preference pairs (not KTO)
+  UnpairedExamples train_kto_, val_kto_;      // KTO's examples
   Cache train_cache_, val_cache_;
   int64_t reference_forwards_ = 0;
   double mean_pair_tokens_ = 1;

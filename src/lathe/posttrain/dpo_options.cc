@@ -21,7 +21,9 @@ DpoOptions dpo_options(train::TrainConfig& c) {
   std::string loss = "sigmoid";
   r.get("loss_type", loss);
   o.loss.type = dpo_loss_from_name(loss);
-  r.checked("loss_type", o.loss.type != DpoLossType::kCount, loss, "must be sigmoid, robust, hinge, ipo, simpo or orpo");
+  r.checked("loss_type", o.loss.type != DpoLossType::kCount, loss,
+            "must be sigmoid, robust, hinge, ipo, simpo, orpo or kto");
+  const bool kto = o.loss.type == DpoLossType::kKto;
   r.get("beta", o.loss.beta);
   r.checked("beta", o.loss.beta > 0, o.loss.beta, "must be positive");
   r.get("label_smoothing", o.loss.label_smoothing);
@@ -33,7 +35,15 @@ DpoOptions dpo_options(train::TrainConfig& c) {
             o.loss.label_smoothing, "applies to loss_type sigmoid, robust or simpo only");
   r.get("rpo_alpha", o.loss.rpo_alpha);
   r.checked("rpo_alpha", o.loss.rpo_alpha >= 0, o.loss.rpo_alpha, "must be >= 0 (0: no NLL term)");
+  r.checked("rpo_alpha", o.loss.rpo_alpha == 0 || !kto, o.loss.rpo_alpha,
+            "kto has no chosen answers to add an NLL term on");
   r.get("simpo_gamma", o.loss.simpo_gamma);
+  r.get("desirable_weight", o.loss.desirable_weight);
+  r.checked("desirable_weight", o.loss.desirable_weight > 0, o.loss.desirable_weight, "must be positive");
+  r.get("undesirable_weight", o.loss.undesirable_weight);
+  r.checked("undesirable_weight", o.loss.undesirable_weight > 0, o.loss.undesirable_weight, "must be positive");
+  r.checked("desirable_weight", kto || (o.loss.desirable_weight == 1 && o.loss.undesirable_weight == 1),
+            o.loss.desirable_weight, "desirable_weight and undesirable_weight apply to loss_type kto only");
   r.get("reference_free", o.reference_free);
   r.get("ref_model", o.ref_model);
   r.get("cache_ref_log_probs", o.cache_ref_logps);
@@ -44,6 +54,12 @@ DpoOptions dpo_options(train::TrainConfig& c) {
                   ": DPO needs a reference model: set model.base (the reference is its frozen copy), dpo.ref_model,"
                   " or dpo.reference_free: true");
 
+  // z0 is a mean over the batch's mismatched pairs, each prompt with another example's answer (TRL refuses
+  // per_device_train_batch_size 1 as well).
+  LATHE_CHECK_ARG(!kto || o.batch_size > 1, where, ": dpo.loss_type kto needs data.batch_size > 1 (got ",
+                  o.batch_size, "): its KL estimate z0 pairs each prompt with another example's completion in the"
+                  " micro-batch");
+
   json& s = c.resolved["dpo"];  // every default, written
   s["max_length"] = e.max_length;
   s["truncation_mode"] = truncation;
@@ -52,6 +68,8 @@ DpoOptions dpo_options(train::TrainConfig& c) {
   s["label_smoothing"] = o.loss.label_smoothing;
   s["rpo_alpha"] = o.loss.rpo_alpha;
   s["simpo_gamma"] = o.loss.simpo_gamma;
+  s["desirable_weight"] = o.loss.desirable_weight;
+  s["undesirable_weight"] = o.loss.undesirable_weight;
   s["reference_free"] = o.reference_free;
   s["cache_ref_log_probs"] = o.cache_ref_logps;
   return o;

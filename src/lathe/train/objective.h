@@ -35,6 +35,10 @@ struct ObjectiveResult {
   Tensor loss;
   int64_t tokens = 0;  // tokens of this rank's micro-batch that the loss trained on (throughput, MFU)
   ObjectiveMetrics metrics;
+  // [metrics.size()] or empty (every weight 1): a metric that is a mean over a varying number of items (KTO's
+  // rewards/chosen over the micro-batch's desirable examples) carries that number here, so the step's value
+  // is Σ value·weight / Σ weight over micro-batches and ranks; a step whose weights are all 0 logs null.
+  std::vector<double> metric_weights;
 };
 
 struct ObjectiveEval {

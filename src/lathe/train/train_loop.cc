@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -53,7 +54,8 @@ std::string fmt(const char* f, double x) {
 struct StepTotals {
   double loss = 0;
   double tokens = 0;  // summed, never averaged: the step's tokens over all ranks
-  ObjectiveMetrics metrics;
+  ObjectiveMetrics metrics;     // Σ value·weight, then the weighted mean
+  std::vector<double> weights;  // [metrics.size()]: Σ weight (ObjectiveResult::metric_weights)
   void add(const ObjectiveResult& r);
   void average(int64_t grad_accum, dist::Communicator& comm);
 };
@@ -61,32 +63,51 @@ struct StepTotals {
 void StepTotals::add(const ObjectiveResult& r) {
   loss += static_cast<double>(r.loss.item());
   tokens += static_cast<double>(r.tokens);
+  LATHE_ASSERT(r.metric_weights.empty() || r.metric_weights.size() == r.metrics.size());
   if (metrics.empty()) {
     metrics = r.metrics;
-    return;
+    weights.assign(metrics.size(), 0.0);
+    for (auto& m : metrics) m.second = 0;
   }
   LATHE_ASSERT(metrics.size() == r.metrics.size());  // an objective reports the same metrics every time
-  for (size_t i = 0; i < metrics.size(); ++i) metrics[i].second += r.metrics[i].second;
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const double w = r.metric_weights.empty() ? 1.0 : r.metric_weights[i];
+    if (w != 0) metrics[i].second += r.metrics[i].second * w;  // a weight-0 value may be NaN
+    weights[i] += w;
+  }
 }
 
-// Every micro-batch holds as many counted tokens, so the step's mean is the mean of the micro means.
+// Every micro-batch holds as many counted tokens, so the step's mean is the mean of the micro means; a
+// weighted metric is Σ value·weight / Σ weight (with unit weights the same division by accum, then world).
 void StepTotals::average(int64_t grad_accum, dist::Communicator& comm) {
-  const double accum = static_cast<double>(grad_accum), world = comm.size();
+  const double accum = static_cast<double>(grad_accum);
   loss /= accum;
-  for (auto& m : metrics) m.second /= accum;
-  if (comm.size() == 1) return;
-  std::vector<double> sums = {loss, tokens};  // one all-reduce for all of them
-  for (const auto& m : metrics) sums.push_back(m.second);
-  comm.all_reduce_sum(sums.data(), static_cast<int64_t>(sums.size()));
-  loss = sums[0] / world;
-  tokens = sums[1];
-  for (size_t i = 0; i < metrics.size(); ++i) metrics[i].second = sums[2 + i] / world;
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    metrics[i].second /= accum;
+    weights[i] /= accum;
+  }
+  if (comm.size() > 1) {
+    const double world = comm.size();
+    std::vector<double> sums = {loss, tokens};  // one all-reduce for all of them
+    for (const auto& m : metrics) sums.push_back(m.second);
+    sums.insert(sums.end(), weights.begin(), weights.end());
+    comm.all_reduce_sum(sums.data(), static_cast<int64_t>(sums.size()));
+    loss = sums[0] / world;
+    tokens = sums[1];
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      metrics[i].second = sums[2 + i];
+      weights[i] = sums[2 + metrics.size() + i];
+    }
+  }
+  for (size_t i = 0; i < metrics.size(); ++i)
+    metrics[i].second = weights[i] > 0 ? metrics[i].second / weights[i] : std::numeric_limits<double>::quiet_NaN();
 }
 
-// `,"name":value` for each metric, after a metrics.jsonl line's own keys.
+// `,"name":value` for each metric, after a metrics.jsonl line's own keys (null for NaN: no items this step).
 std::string metrics_json(const ObjectiveMetrics& metrics) {
   std::string out;
-  for (const auto& [name, value] : metrics) out += str_cat(",", json(name).dump(), ":", fmt("%.9g", value));
+  for (const auto& [name, value] : metrics)
+    out += str_cat(",", json(name).dump(), ":", std::isfinite(value) ? fmt("%.9g", value) : std::string("null"));
   return out;
 }
 

@@ -1,10 +1,12 @@
 // The loop runs an objective it knows nothing about: an in-memory objective (no token shards) whose batches
-// are a pure function of its data position. Its metrics are averaged over micro-batches into
-// metrics.jsonl, its eval metrics logged, and a stopped run resumes at the saved data position, bit for bit.
+// are a pure function of its data position. Its metrics are averaged over micro-batches (with weights, when
+// it gives them) into metrics.jsonl, its eval metrics logged, and a stopped run resumes at the saved data
+// position, bit for bit.
 #include "lathe/train/train_loop.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -36,7 +38,12 @@ class CountingObjective final : public BatchObjective<int64_t /* position of the
       }
     Tensor l = model.loss(ForwardBatch::rows(Tensor::from_data_i32({kRows, kSeqLen}, inputs)),
                           Tensor::from_data_i32({kRows * kSeqLen}, targets));
-    return {.loss = l, .tokens = kRows * kSeqLen, .metrics = {{"first_row", static_cast<double>(first)}}};
+    // first_row: a plain mean; weighted_row: weighted by first / kRows + 1; no_items: weight 0 (NaN value).
+    const auto row = static_cast<double>(first);
+    return {.loss = l,
+            .tokens = kRows * kSeqLen,
+            .metrics = {{"first_row", row}, {"weighted_row", row}, {"no_items", NAN}},
+            .metric_weights = {1.0, static_cast<double>(first / kRows + 1), 0.0}};
   }
   std::optional<ObjectiveEval> evaluate(Model& model) override {
     return ObjectiveEval{.loss = loss(model, 1000).loss.item(), .metrics = {{"eval_rows", static_cast<double>(kRows)}}};
@@ -88,6 +95,10 @@ TEST(TrainLoop, RunsAnObjectiveItDoesNotKnowAndResumesAtItsDataPosition) {
     if (r.contains("loss")) {  // step s trains rows from 8(s - 1): micro-batches at +0 and +4, mean +2
       ++train_lines;
       EXPECT_EQ(r["first_row"].get<double>(), 8.0 * (r["step"].get<double>() - 1) + 2) << r.dump();
+      const double a = 8.0 * (r["step"].get<double>() - 1), b = a + 4, wa = a / 4 + 1, wb = b / 4 + 1;
+      const double want = (a * wa + b * wb) / (wa + wb);  // metrics.jsonl writes 9 significant digits
+      EXPECT_NEAR(r["weighted_row"].get<double>(), want, 5e-9 * want) << r.dump();
+      EXPECT_TRUE(r["no_items"].is_null()) << r.dump();  // no weight this step: null, not NaN (invalid JSON)
     } else if (r.contains("val_loss")) {
       ++eval_lines;
       EXPECT_EQ(r["eval_rows"].get<double>(), static_cast<double>(kRows)) << r.dump();
