@@ -185,9 +185,6 @@ TEST(EngineBackend, RefusesBeforeQueueing) {
   e = refusal(f, {{"prompt", "x"}, {"echo", true}, {"logprobs", 1}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "echo");
-  e = refusal(f, {{"prompt", "x"}, {"bad_words", {"no"}}});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "bad_words");
   e = refusal(f, {{"prompt", ""}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "prompt");
