@@ -47,6 +47,10 @@ uint64_t Engine::submit(EngineRequest r, OutputCallback on_output) {
 
 void Engine::abort(uint64_t request_id) { queue_.abort(request_id); }
 
+void Engine::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  queue_.finish_choice({.request_id = request_id, .index = index, .reason = reason});
+}
+
 bool Engine::healthy(std::chrono::milliseconds timeout) { return queue_.probe(timeout); }
 
 bool Engine::alive(std::chrono::milliseconds max_age) const {
@@ -104,6 +108,7 @@ void Engine::loop() {
       QueueWork w = queue_.take(!core_->has_unfinished(), kIdleWait);
       for (PendingRequest& p : w.added) admit(p);
       for (const uint64_t id : w.aborted) deliver(core_->abort_request(id));
+      for (const ChoiceFinish& c : w.finished_choices) deliver(core_->finish_choice(c.request_id, c.index, c.reason));
       if (w.stop && !w.drain) {
         for (auto it = sinks_.begin(); it != sinks_.end();) {
           const uint64_t id = (it++)->first;  // deliver erases the finished sink

@@ -47,6 +47,10 @@ class Engine {
   // Any thread: frees the request's blocks at the loop's next turn; each unfinished choice ends with
   // finish kAbort. Unknown or finished ids are ignored.
   void abort(uint64_t request_id);
+  // Any thread: ends choice `index` of the request at the loop's next turn (the frontend matched a stop
+  // string in it, so its sequence stops taking compute and frees its blocks while its siblings go on).
+  // The choice's last output carries `reason` and no token. Unknown or finished choices are ignored.
+  void finish_choice(uint64_t request_id, int index, FinishReason reason = FinishReason::kStop);
 
   // Any thread: true when the loop answered a probe within `timeout` (alive and not stuck in a step).
   bool healthy(std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));

@@ -62,6 +62,13 @@ std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
   return outs;
 }
 
+std::vector<EngineOutput> EngineCore::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  std::vector<EngineOutput> outs;
+  for (const SeqOutput& o : scheduler_.finish_choice(request_id, index, reason))
+    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = o.finish});
+  return outs;
+}
+
 std::vector<EngineOutput> EngineCore::step() {
   const SchedulerOutput sched = scheduler_.schedule();
   const ModelRunnerOutput ran = runner_.execute(sched);

@@ -48,6 +48,8 @@ class EngineCore {
   void add_request(uint64_t request_id, EngineRequest r);
   // Frees every choice of the request: one kAbort output per unfinished choice (none if unknown).
   std::vector<EngineOutput> abort_request(uint64_t request_id);
+  // Ends one choice of a request (Scheduler::finish_choice): its output carries `reason`, no token.
+  std::vector<EngineOutput> finish_choice(uint64_t request_id, int index, FinishReason reason);
   // One step: what the scheduler picks runs through the model; the new tokens and finishes come back.
   std::vector<EngineOutput> step();
 

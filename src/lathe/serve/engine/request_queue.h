@@ -31,10 +31,18 @@ struct PendingRequest {
   EngineClock::time_point submitted;
 };
 
+// One choice of a request that the frontend ended (a stop string it matched), to end in the engine too.
+struct ChoiceFinish {
+  uint64_t request_id = 0;
+  int index = 0;                              // the choice, in [0, n)
+  FinishReason reason = FinishReason::kStop;  // what the engine reports for it (metrics count it)
+};
+
 // What the engine loop takes from the queue in one go.
 struct QueueWork {
   std::vector<PendingRequest> added;  // in submit order
   std::vector<uint64_t> aborted;      // after the additions (an abort of a request just added applies)
+  std::vector<ChoiceFinish> finished_choices;  // after the additions too
   bool stop = false;                  // stop() was called
   bool drain = false;                 // ... asking to finish in-flight requests first
 };
@@ -44,6 +52,7 @@ class RequestQueue {
   // Any thread. Assigns the request id (1, 2, ...); false when the queue is closed (stopping).
   std::optional<uint64_t> push(EngineRequest r, OutputCallback on_output, EngineClock::time_point submitted);
   void abort(uint64_t id);      // any thread; unknown and finished ids are ignored by the loop
+  void finish_choice(const ChoiceFinish& c);  // any thread; unknown and finished choices are ignored
   void stop(bool drain);        // any thread: closes the queue to new requests and wakes the loop
 
   // Engine thread: everything pending, waiting up to `wait` for something when `idle` (the loop has no
@@ -71,6 +80,7 @@ class RequestQueue {
   std::condition_variable probe_cv_;  // probers wait here for the loop's answer
   std::deque<PendingRequest> pending_;
   std::vector<uint64_t> aborts_;
+  std::vector<ChoiceFinish> choice_finishes_;
   uint64_t next_id_ = 1;
   bool closed_ = false, drain_ = false;
   uint64_t probes_asked_ = 0, probes_answered_ = 0;

@@ -13,17 +13,24 @@ ApiError engine_failure(const std::string& error) {
 }
 
 GenerationTracker::GenerationTracker(const tokenizer::Tokenizer& tok, const PreparedGeneration& g)
-    : n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n, .frontend_open = g.n}) {
+    : n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n}) {
   choices_.reserve(g.requests.size() * static_cast<size_t>(g.n));
   for (size_t p = 0; p < g.requests.size(); ++p)
     for (int i = 0; i < g.n; ++i) choices_.emplace_back(tok, g.text, g.echo[p]);
   open_ = static_cast<int64_t>(choices_.size());
+  engine_ended_.assign(choices_.size(), false);
   usage_.prompt_tokens = g.prompt_tokens;
 }
 
 GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const EngineOutput& o) {
   PromptState& ps = prompts_[prompt];
-  if (o.finish) --ps.engine_open;
+  const int index = static_cast<int>(prompt) * n_ + o.index;
+  auto end_in_engine = [&] {
+    if (engine_ended_[static_cast<size_t>(index)]) return;
+    engine_ended_[static_cast<size_t>(index)] = true;
+    --ps.engine_open;
+  };
+  if (o.finish) end_in_engine();
   Step step;
   if (finished_) return step;
   if (!o.error.empty()) {
@@ -36,7 +43,6 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
     ps.cached_counted = true;
     usage_.cached_tokens += o.n_cached_prompt;
   }
-  const int index = static_cast<int>(prompt) * n_ + o.index;
   ChoicePipeline& choice = choices_[static_cast<size_t>(index)];
   const bool was_open = !choice.finished();
   const int64_t tokens_before = choice.n_tokens();
@@ -44,11 +50,12 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
   usage_.completion_tokens += choice.n_tokens() - tokens_before;
   if (was_open && choice.finished()) {
     --open_;
-    --ps.frontend_open;
-  }
-  if (ps.frontend_open == 0 && ps.engine_open > 0 && !ps.abort_sent) {
-    ps.abort_sent = true;
-    step.abort_engine_request = true;
+    // A stop string ended it here (the engine's own finishes come with o.finish): the engine would go on
+    // decoding it until max_tokens, for n > 1 as long as a sibling runs, so it is told to end it now.
+    if (!engine_ended_[static_cast<size_t>(index)]) {
+      end_in_engine();
+      step.finish_engine_choice = o.index;
+    }
   }
   finished_ = open_ == 0;
   if (!delta && !finished_) return step;

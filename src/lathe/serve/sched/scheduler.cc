@@ -289,6 +289,23 @@ std::vector<SeqOutput> Scheduler::abort_request(uint64_t request_id) {
   return outputs;
 }
 
+std::vector<SeqOutput> Scheduler::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  LATHE_CHECK_ARG(!in_step_, "[Scheduler::finish_choice] step ", step_, " awaits its update_from_output");
+  LATHE_CHECK_ARG(reason != FinishReason::kNone && reason != FinishReason::kCount,
+                  "[Scheduler::finish_choice] the reason must be stop, length or abort");
+  std::vector<SeqOutput> outputs;
+  const auto it = choices_.find(request_id);
+  if (it == choices_.end()) return outputs;
+  for (const uint64_t id : it->second) {
+    SchedSeq& s = seqs_.at(id);
+    if (s.index != index) continue;
+    outputs.push_back({.seq_id = id, .request_id = request_id, .index = index, .finish = reason});
+    finish(s);  // may erase choices_[request_id]: leave the loop at once
+    break;
+  }
+  return outputs;
+}
+
 void Scheduler::finish(SchedSeq& s) {
   const uint64_t id = s.seq_id, request_id = s.request_id;
   if (s.status == SeqStatus::kRunning) {

@@ -66,7 +66,7 @@ struct SeqOutput {
   uint64_t seq_id = 0;
   uint64_t request_id = 0;
   int index = 0;
-  std::optional<int32_t> new_token;     // absent for an abort
+  std::optional<int32_t> new_token;     // absent for an abort or a finish_choice
   std::optional<FinishReason> finish;   // set on the sequence's last output
   std::optional<int32_t> stop_token;    // the EOS or stop id that ended it (finish kStop)
   int64_t n_cached_prompt = 0;          // prompt tokens served from the prefix cache (SchedSeq::n_cached_prompt)
