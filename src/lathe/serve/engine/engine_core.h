@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lathe/base/rng.h"
@@ -71,6 +72,8 @@ class EngineCore {
   Scheduler scheduler_;
   ModelRunner runner_;
   int64_t n_steps_ = 0;
+  // Prompt logprobs of sequences whose prompt is still being prefilled (sent with their first token).
+  std::unordered_map<uint64_t, std::vector<SampledLogprobs>> prompt_logprobs_;
 };
 
 }  // namespace lathe

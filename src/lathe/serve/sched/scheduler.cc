@@ -152,7 +152,15 @@ void Scheduler::admit_waiting(Step& st) {
       ++it;
       continue;
     }
-    const KvPrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_keys);
+    KvPrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_keys);
+    // Prompt logprobs need the logits of every prompt row: choice 0 of such a request computes its
+    // prompt whole, as vLLM skips the prefix cache for it (a re-admission after its prompt was computed
+    // may hit: its prompt logprobs are out already).
+    if (s.index == 0 && s.params->sampling.prompt_logprobs && !s.prompt_computed) {
+      hit.blocks.clear();
+      hit.hashes.clear();
+      hit.n_tokens = 0;
+    }
     const Chunk c = chunk_for(s.num_tokens() - hit.n_tokens, st.budget, config_);
     if (c.n_tokens == 0) {  // no partial-prefill slot left: a shorter request behind it may finish
       ++it;

@@ -59,6 +59,11 @@ struct ModelRunnerOutput {
   // One sampled token for each sequence whose chunk reached its last known token, none for the others.
   std::map<uint64_t, int32_t> sampled;
   std::map<uint64_t, SampledLogprobs> logprobs;  // the sampled ones that asked; the scheduler ignores it
+  // Choice 0 of a request that set SamplingParams::prompt_logprobs: the prompt tokens this step's rows
+  // predicted, in order, continuing where the last step stopped (prompt tokens 1..T-1 over all steps,
+  // each once; raw logits, as vLLM). Listed (maybe empty) in the step that samples its first token.
+  // The scheduler ignores it.
+  std::map<uint64_t, std::vector<SampledLogprobs>> prompt_logprobs;
 };
 
 // What one step produced for one sequence (to stream, detokenise and check stop strings).
