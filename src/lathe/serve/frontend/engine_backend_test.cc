@@ -247,9 +247,6 @@ TEST(EngineBackend, RefusesBeforeQueueing) {
   e = refusal(f, {{"prompt", std::vector<int32_t>(128, 1000)}, {"max_tokens", 1}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->code, "context_length_exceeded");
-  e = refusal(f, {{"prompt", "x"}, {"prompt_logprobs", 1}});
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->param, "prompt_logprobs");
   e = refusal(f, {{"prompt", "x"}, {"echo", true}, {"logprobs", 1}});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "echo");

@@ -16,8 +16,8 @@ namespace {
 
 // Fields the parser accepts (they are part of the API) that nothing behind the frontend implements yet.
 void refuse_unsupported(const SamplingFields& s, const RequestCommon& c) {
-  if (s.prompt_logprobs)
-    refuse("prompt_logprobs", "'prompt_logprobs' is not supported yet: the model runner does not compute prompt logprobs");
+  if (s.prompt_logprobs && *s.prompt_logprobs != 0 && c.stream)
+    refuse("prompt_logprobs", "'prompt_logprobs' are not available when 'stream' is true");  // vLLM
   if (c.priority != 0) refuse("priority", "'priority' is not supported: the scheduler serves requests first come, first served");
   if (!c.response_format.is_null() && c.response_format.value("type", "text") != "text")
     refuse("response_format", "'response_format' other than {\"type\": \"text\"} needs structured output, not built yet");
@@ -50,10 +50,13 @@ void check_fits(int64_t n_prompt, int64_t max_tokens, int64_t max_model_len, con
 }
 
 // The sampling parameters every engine request of one OpenAI request shares: the fields, and the
-// bad words tokenised once.
-SamplingParams request_sampling(const SamplingFields& s, int max_tokens, const PrepareContext& c) {
+// bad words tokenised once. A stream shows no prompt logprobs (vLLM accepts 0 there and sends none), so
+// the engine computes none.
+SamplingParams request_sampling(const SamplingFields& s, int max_tokens, const RequestCommon& common,
+                                const PrepareContext& c) {
   SamplingParams p = sampling_params(s, max_tokens);
   p.bad_words_token_ids = bad_words_token_ids(c.tok, s.bad_words);
+  if (common.stream) p.prompt_logprobs.reset();
   return p;
 }
 
@@ -108,7 +111,8 @@ SamplingParams sampling_params(const SamplingFields& s, int max_tokens) {
   SamplingParams p{.n = s.n, .temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p,
                    .presence_penalty = s.presence_penalty, .frequency_penalty = s.frequency_penalty,
                    .repetition_penalty = s.repetition_penalty, .max_tokens = max_tokens, .min_tokens = s.min_tokens,
-                   .ignore_eos = s.ignore_eos, .stop_token_ids = s.stop_token_ids, .logprobs = s.logprobs};
+                   .ignore_eos = s.ignore_eos, .stop_token_ids = s.stop_token_ids, .logprobs = s.logprobs,
+                   .prompt_logprobs = s.prompt_logprobs};
   p.logit_bias.assign(s.logit_bias.begin(), s.logit_bias.end());
   if (s.allowed_token_ids) p.allowed_token_ids = *s.allowed_token_ids;
   if (s.seed) p.seed = static_cast<uint64_t>(*s.seed);  // a negative seed wraps: any 64 bits seed the generator
@@ -123,7 +127,7 @@ PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareC
   if (r.echo && s.logprobs)
     refuse("echo", "'echo' with 'logprobs' needs the prompt's logprobs, which the model runner does not compute yet");
   const int max_tokens = s.max_tokens.value_or(16);  // the parser sets OpenAI's default, 16
-  const SamplingParams sampling = request_sampling(s, max_tokens, c);
+  const SamplingParams sampling = request_sampling(s, max_tokens, r.common, c);
   // Completions report every alternative the engine sends: the top `logprobs`, and the sampled token
   // after them when it is not among them (OpenAI's "up to logprobs + 1").
   PreparedGeneration g{.n = s.n, .text = text_options(s, /*top_logprobs=*/-1)};
@@ -170,8 +174,8 @@ PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareCon
   g.text.reasoning = c.reasoning_format;
   // A template may open the reasoning block itself (the output then starts inside it).
   g.text.starts_in_reasoning = prompt_opens_reasoning(c.reasoning_format, prompt);
-  g.requests.push_back(engine_request(std::move(ids), request_sampling(s, static_cast<int>(max_tokens), c), r.common, c,
-                                      "messages"));
+  const SamplingParams sampling = request_sampling(s, static_cast<int>(max_tokens), r.common, c);
+  g.requests.push_back(engine_request(std::move(ids), sampling, r.common, c, "messages"));
   g.echo.emplace_back();
   return g;
 }

@@ -41,7 +41,7 @@ struct PreparedGeneration {
 
 // Both throw ApiException: 400 context_length_exceeded when a prompt and its max_tokens exceed
 // max_model_len (or the prompt alone leaves no room), 400 invalid_request_error naming the field for an
-// unsupported field (prompt_logprobs, priority, structured output, a tool_choice that needs a grammar,
+// unsupported field (prompt_logprobs with stream, priority, structured output, a tool_choice that needs a grammar,
 // echo with logprobs), a prompt or a bad word that encodes to no tokens, messages the chat template
 // refuses, or anything the engine's own checks refuse (allowed_token_ids or bad-word tokens outside the
 // model's vocabulary among them).
@@ -49,8 +49,7 @@ PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareC
 PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareContext& c);
 
 // The engine's sampling parameters for these fields with this output cap, bad words left out (they need
-// the tokenizer: bad_words_token_ids); prompt_logprobs is not mapped (refused above until the model
-// runner computes prompt logprobs).
+// the tokenizer: bad_words_token_ids).
 SamplingParams sampling_params(const SamplingFields& s, int max_tokens);
 
 // The token sequences the sampler bans for `words`, as vLLM's SamplingParams.update_from_tokenizer

@@ -12,13 +12,43 @@ ApiError engine_failure(const std::string& error) {
   return server_error("The engine failed: " + error);
 }
 
+namespace {
+
+// The engine's prompt logprobs of one prompt as vLLM reports them: per prompt token 1..T-1, the top
+// alternatives (ranks 1..k) and the prompt token with its own rank, each with its text.
+std::vector<PromptPositionLogprobs> prompt_logprobs_entries(const tokenizer::Tokenizer& tok,
+                                                            const std::vector<int32_t>& prompt,
+                                                            const std::vector<SampledLogprobs>& lps) {
+  auto text = [&](int32_t id) {
+    const uint32_t ids[1] = {static_cast<uint32_t>(id)};
+    return tok.decode(ids, /*skip_special_tokens=*/false);
+  };
+  std::vector<PromptPositionLogprobs> out;
+  for (size_t i = 0; i < lps.size() && i + 1 < prompt.size(); ++i) {
+    const int32_t token = prompt[i + 1];
+    PromptPositionLogprobs entries;
+    for (size_t j = 0; j < lps[i].top.size(); ++j) {
+      const TopLogprob& t = lps[i].top[j];
+      entries.push_back({.token_id = t.token, .token = text(t.token), .logprob = t.logprob,
+                         .rank = t.token == token ? lps[i].rank : static_cast<int64_t>(j) + 1});
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
+}  // namespace
+
 GenerationTracker::GenerationTracker(const tokenizer::Tokenizer& tok, const PreparedGeneration& g)
-    : n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n}) {
+    : tok_(tok), n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n}) {
+  for (size_t p = 0; p < g.requests.size(); ++p)
+    if (g.requests[p].sampling.prompt_logprobs) prompts_[p].ids = g.requests[p].prompt;
   choices_.reserve(g.requests.size() * static_cast<size_t>(g.n));
   for (size_t p = 0; p < g.requests.size(); ++p)
     for (int i = 0; i < g.n; ++i) choices_.emplace_back(tok, g.text, g.echo[p]);
   open_ = static_cast<int64_t>(choices_.size());
   engine_ended_.assign(choices_.size(), false);
+  prompt_logprobs_sent_.assign(choices_.size(), false);
   usage_.prompt_tokens = g.prompt_tokens;
 }
 
@@ -56,6 +86,13 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
       end_in_engine();
       step.finish_engine_choice = o.index;
     }
+  }
+  // The prompt's logprobs come with choice 0's first token; every choice of the prompt reports them.
+  if (o.prompt_logprobs && !ps.prompt_logprobs) ps.prompt_logprobs = prompt_logprobs_entries(tok_, ps.ids, *o.prompt_logprobs);
+  if (ps.prompt_logprobs && !prompt_logprobs_sent_[static_cast<size_t>(index)]) {
+    prompt_logprobs_sent_[static_cast<size_t>(index)] = true;
+    if (!delta) delta.emplace();
+    delta->prompt_logprobs = ps.prompt_logprobs;
   }
   finished_ = open_ == 0;
   if (!delta && !finished_) return step;

@@ -46,10 +46,14 @@ class GenerationTracker {
   struct PromptState {
     int engine_open = 0;          // choices the engine has not finished nor been asked to finish
     bool cached_counted = false;  // its prefix-cache hit is in usage_.cached_tokens
+    std::vector<int32_t> ids;     // the prompt, kept when prompt_logprobs were asked for
+    std::optional<std::vector<PromptPositionLogprobs>> prompt_logprobs;  // from choice 0's first output
   };
+  const tokenizer::Tokenizer& tok_;
   int n_ = 1;
   std::vector<ChoicePipeline> choices_;  // [prompts * n]
   std::vector<bool> engine_ended_;       // [prompts * n]: the engine finished it, or was asked to
+  std::vector<bool> prompt_logprobs_sent_;  // [prompts * n]: its delta carried its prompt's logprobs
   std::vector<PromptState> prompts_;
   int64_t open_ = 0;                     // choices not finished here
   Usage usage_;
