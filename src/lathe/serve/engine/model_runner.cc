@@ -125,7 +125,8 @@ ModelRunnerOutput ModelRunner::execute(const SchedulerOutput& out) {
     prompt_top_.resize(k < 0 ? static_cast<size_t>(V) + 1 : static_cast<size_t>(k) + 1);
     std::vector<SampledLogprobs>& lps = result.prompt_logprobs[r.id];
     for (int64_t pos = r.lp_from; pos < r.lp_to; ++pos) {
-      const SampledToken t = sampler_.prompt_logprobs(x + (r.row0 + pos - r.start) * V, s.tokens[pos + 1], k, prompt_top_);
+      const float* row = x + (r.row0 + pos - r.start) * V;  // position pos predicts token pos + 1
+      const SampledToken t = sampler_.prompt_logprobs(row, s.tokens[pos + 1], k, prompt_top_);
       lps.push_back({.logprob = t.logprob, .rank = t.rank, .top = {t.top.begin(), t.top.end()}});
     }
     s.n_prompt_logprobs = r.lp_to;

@@ -1,7 +1,7 @@
 // Every mutex and condition variable of the serving engine (STYLE §15): the RequestQueue between the
-// frontend threads and the engine loop (requests, aborts, stop, health probes, the metrics snapshot),
-// the OutputStream a submitter reads its tokens from, and the RequestIdMap from a frontend's request ids
-// to the engine's. The scheduler, KV manager and runner behind the loop are single-threaded.
+// frontend threads and the engine loop (requests, aborts, choices the frontend ended, stop, health
+// probes, the metrics snapshot), the OutputStream a submitter reads its tokens from, and the RequestIdMap
+// from a frontend's request ids to the engine's. The scheduler, KV manager and runner behind the loop are single-threaded.
 #pragma once
 
 #include <chrono>
