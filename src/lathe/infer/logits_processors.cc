@@ -1,8 +1,34 @@
 #include "lathe/infer/logits_processors.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <limits>
+#include <span>
+#include <vector>
 
 namespace lathe {
+
+void copy_allowed_logits(const SamplingState& s, const float* x, float* z) {
+  const std::span<const int32_t> allowed = s.params().allowed_token_ids;
+  const auto V = static_cast<size_t>(s.vocab());
+  if (allowed.empty()) {
+    std::memcpy(z, x, V * sizeof(float));
+    return;
+  }
+  std::fill(z, z + V, -std::numeric_limits<float>::infinity());
+  for (const int32_t id : allowed) z[id] = x[id];
+}
+
+void apply_bad_words(const SamplingState& s, float* z) {
+  const std::span<const int32_t> out = s.output();
+  for (const std::vector<int32_t>& word : s.params().bad_words_token_ids) {
+    const size_t n_prefix = word.size() - 1;
+    if (n_prefix > out.size()) continue;  // the output is too short to end with the prefix
+    if (std::equal(word.begin(), word.end() - 1, out.end() - static_cast<std::ptrdiff_t>(n_prefix)))
+      z[word.back()] = -std::numeric_limits<float>::infinity();
+  }
+}
 
 void apply_min_tokens_and_logit_bias(const SamplingState& s, float* z) {
   const SamplingParams& p = s.params();

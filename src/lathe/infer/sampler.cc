@@ -1,7 +1,6 @@
 #include "lathe/infer/sampler.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "lathe/base/context.h"
@@ -67,11 +66,13 @@ void Sampler::sample_row(const float* x, SamplingState& s, Scratch& w, SampledTo
   const int64_t V = vocab_;
   float* z = w.z.data();
   float* e = w.e.data();
-  const bool edits = static_cast<int64_t>(s.output().size()) < p.min_tokens || !p.logit_bias.empty() ||
+  const bool edits = !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() ||
+                     static_cast<int64_t>(s.output().size()) < p.min_tokens || !p.logit_bias.empty() ||
                      p.repetition_penalty != 1.f || p.frequency_penalty != 0.f || p.presence_penalty != 0.f;
   const float* processed = z;  // the logits sampled from
   if (edits || !is_greedy(p)) {
-    std::memcpy(z, x, static_cast<size_t>(V) * sizeof(float));
+    copy_allowed_logits(s, x, z);
+    apply_bad_words(s, z);
     apply_min_tokens_and_logit_bias(s, z);
     apply_penalties(s, z, w.counts);
   } else {

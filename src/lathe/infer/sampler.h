@@ -1,6 +1,6 @@
 // Batched token sampling: one call samples a row of logits for each sequence of a step, each with its own
 // SamplingParams and SamplingState. Order of application (serving spec §6, vLLM V1 Sampler): raw
-// logprobs → min_tokens, logit_bias → penalties (repetition, frequency, presence) → greedy argmax, or
+// logprobs → allowed_token_ids → bad words → min_tokens, logit_bias → penalties (repetition, frequency, presence) → greedy argmax, or
 // temperature → min_p → top-k → top-p → draw → top logprobs (the sampled token added).
 //
 // Reproducibility: the draw for a sequence's output position t is u = U(seed, t), a counter-based value

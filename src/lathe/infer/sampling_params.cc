@@ -35,6 +35,13 @@ void check_sampling_params(const SamplingParams& p, int64_t vocab) {
     LATHE_CHECK_ARG(bias >= -kMaxLogitBias && bias <= kMaxLogitBias, "[sampling] logit_bias of token ", id,
                     " must be in [-100, 100], got ", bias);
   }
+  for (const int32_t id : p.allowed_token_ids)
+    LATHE_CHECK_ARG(id >= 0 && id < vocab, "[sampling] allowed_token_ids: id ", id, " is outside [0, ", vocab, ")");
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    LATHE_CHECK_ARG(!word.empty(), "[sampling] bad_words: a banned sequence has no tokens");
+    for (const int32_t id : word)
+      LATHE_CHECK_ARG(id >= 0 && id < vocab, "[sampling] bad_words: token id ", id, " is outside [0, ", vocab, ")");
+  }
   LATHE_CHECK_ARG(p.max_tokens >= 1, "[sampling] max_tokens must be >= 1, got ", p.max_tokens);
   LATHE_CHECK_ARG(p.min_tokens >= 0 && p.min_tokens <= p.max_tokens, "[sampling] min_tokens must be in [0, max_tokens = ",
                   p.max_tokens, "], got ", p.min_tokens);

@@ -18,7 +18,7 @@ inline constexpr float kMaxPenalty = 2.f;           // presence / frequency pena
 inline constexpr float kMaxLogitBias = 100.f;       // logit_bias values in [-100, 100]
 
 // Which logits the reported log-probabilities come from. kRaw: the model's, before any processing (vLLM
-// V1's default); kProcessed: after min_tokens, logit_bias, penalties, temperature and the top-k / top-p /
+// V1's default); kProcessed: after allowed_token_ids, bad words, min_tokens, logit_bias, penalties, temperature and the top-k / top-p /
 // min_p filters (filtered tokens are -inf): the distribution actually sampled from, which RL ratios need.
 enum class LogprobsMode : uint8_t { kRaw, kProcessed, kCount };
 
@@ -32,6 +32,10 @@ struct SamplingParams {
   float frequency_penalty = 0.f;   // in [-2, 2]: logit −= α·count_out(v)
   float repetition_penalty = 1.f;  // > 0; tokens in prompt or output: logit > 0 ? logit / r : logit · r
   std::vector<std::pair<int32_t, float>> logit_bias;  // {token id in [0, V), bias in [-100, 100]}
+  std::vector<int32_t> allowed_token_ids;  // non-empty: only these ids (each in [0, V)) may be sampled
+  // Token sequences, each non-empty with ids in [0, V): a sequence's last id is masked when the output
+  // ends with its other ids (a one-token sequence always). vLLM's bad_words, tokenised by the frontend.
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   int max_tokens = 16;             // >= 1: output cap (OpenAI completions default)
   int min_tokens = 0;              // in [0, max_tokens]: EOS and stop_token_ids masked until reached
   bool ignore_eos = false;         // do not stop at (nor mask) EOS

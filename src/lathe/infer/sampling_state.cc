@@ -28,8 +28,10 @@ SamplingState::SamplingState(const SamplingParams& params, const SamplingStateOp
 }
 
 size_t SamplingState::heap_bytes() const {
+  size_t bad_words = params_.bad_words_token_ids.capacity() * sizeof(std::vector<int32_t>);
+  for (const std::vector<int32_t>& w : params_.bad_words_token_ids) bad_words += w.capacity() * sizeof(int32_t);
   return params_.logit_bias.capacity() * sizeof(params_.logit_bias[0]) +
-         params_.stop_token_ids.capacity() * sizeof(int32_t) +
+         (params_.stop_token_ids.capacity() + params_.allowed_token_ids.capacity()) * sizeof(int32_t) + bad_words +
          (output_.capacity() + prompt_distinct_.capacity() + min_tokens_mask_.capacity()) * sizeof(int32_t) +
          top_.capacity() * sizeof(TopLogprob);
 }

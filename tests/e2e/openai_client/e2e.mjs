@@ -284,6 +284,36 @@ if (withTools) {
 }
 
 // ---- errors: each checks the SDK's error class and status, then that the server still answers --------
+test('vLLM sampling extensions: prompt_logprobs, then allowed_token_ids and bad_words built from them', async () => {
+  const prompt = 'The quick brown fox jumps over the lazy dog';
+  // prompt_logprobs 0: per prompt token after the first, {"<id>": {logprob, rank, decoded_token}}.
+  const p = await client.completions.create({ model, prompt, max_tokens: 1, prompt_logprobs: 0 });
+  const plp = p.choices[0].prompt_logprobs;
+  assert.ok(Array.isArray(plp) && plp.length >= 5, `prompt_logprobs = ${JSON.stringify(plp)}`);
+  assert.equal(plp[0], null);
+  const ids = [], texts = new Set();
+  for (const entry of plp.slice(1)) {
+    const [id, v] = Object.entries(entry)[0];
+    assert.ok(isLogprob(v.logprob) && v.rank >= 1 && typeof v.decoded_token === 'string', JSON.stringify(entry));
+    ids.push(Number(id));
+    texts.add(v.decoded_token);
+  }
+  // allowed_token_ids: every sampled token is one of the prompt's.
+  const a = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 1, seed: 3, logprobs: 0,
+                                              ignore_eos: true, allowed_token_ids: ids });
+  for (const t of a.choices[0].logprobs.tokens) assert.ok(texts.has(t), `token ${JSON.stringify(t)} is not allowed`);
+  // bad_words: banning the greedy first token's word changes the first token.
+  const g = await client.completions.create({ model, prompt, max_tokens: 3, temperature: 0, logprobs: 0, ignore_eos: true });
+  const first = g.choices[0].logprobs.tokens[0];
+  if (first.trim() !== '') {
+    const b = await client.completions.create({ model, prompt, max_tokens: 3, temperature: 0, logprobs: 0,
+                                                ignore_eos: true, bad_words: [first.trim()] });
+    assert.notEqual(b.choices[0].logprobs.tokens[0], first, `bad word ${JSON.stringify(first)} was generated`);
+  }
+  await assert.rejects(client.completions.create({ model, prompt, max_tokens: 1, allowed_token_ids: [] }),
+                       (e) => e.status === 400, 'allowed_token_ids [] accepted');
+});
+
 test('error: wrong API key is AuthenticationError 401', async () => {
   await rejects(clientFor(root, 'not-the-key').chat.completions.create(chatRequest), AuthenticationError, 401,
                 { code: 'invalid_api_key' });

@@ -91,6 +91,10 @@ std::optional<ServedLora> Engine::find_lora(const std::string& name) const {
   return std::nullopt;
 }
 
+void Engine::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  queue_.finish_choice({.request_id = request_id, .index = index, .reason = reason});
+}
+
 bool Engine::healthy(std::chrono::milliseconds timeout) { return queue_.probe(timeout); }
 
 bool Engine::alive(std::chrono::milliseconds max_age) const {
@@ -149,6 +153,7 @@ void Engine::loop() {
       for (PendingRequest& p : w.added) admit(p);
       for (const uint64_t id : w.aborted) deliver(core_->abort_request(id));
       for (std::packaged_task<void()>& call : w.calls) call();  // its exception goes to its caller
+      for (const ChoiceFinish& c : w.finished_choices) deliver(core_->finish_choice(c.request_id, c.index, c.reason));
       if (w.stop && !w.drain) {
         for (auto it = sinks_.begin(); it != sinks_.end();) {
           const uint64_t id = (it++)->first;  // deliver erases the finished sink

@@ -51,6 +51,10 @@ class Engine {
   // Any thread: frees the request's blocks at the loop's next turn; each unfinished choice ends with
   // finish kAbort. Unknown or finished ids are ignored.
   void abort(uint64_t request_id);
+  // Any thread: ends choice `index` of the request at the loop's next turn (the frontend matched a stop
+  // string in it, so its sequence stops taking compute and frees its blocks while its siblings go on).
+  // The choice's last output carries `reason` and no token. Unknown or finished choices are ignored.
+  void finish_choice(uint64_t request_id, int index, FinishReason reason = FinishReason::kStop);
 
   // Any thread: serves the PEFT adapter folder at `path` as `name` (multi-LoRA serving): read and checked
   // against the model on the calling thread, installed by the loop before its next step. Once it returns,

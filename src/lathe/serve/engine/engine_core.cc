@@ -72,7 +72,18 @@ void EngineCore::release_lora(uint64_t request_id) {
 std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
   std::vector<EngineOutput> outs;
   for (const SeqOutput& o : scheduler_.abort_request(request_id)) {
+    prompt_logprobs_.erase(o.seq_id);
     outs.push_back({.request_id = o.request_id, .index = o.index, .finish = FinishReason::kAbort});
+    release_lora(o.request_id);
+  }
+  return outs;
+}
+
+std::vector<EngineOutput> EngineCore::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  std::vector<EngineOutput> outs;
+  for (const SeqOutput& o : scheduler_.finish_choice(request_id, index, reason)) {
+    prompt_logprobs_.erase(o.seq_id);
+    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = o.finish});
     release_lora(o.request_id);
   }
   return outs;
@@ -87,12 +98,23 @@ int64_t EngineCore::remove_lora(const std::string& name) { return loras_.remove(
 
 std::vector<EngineOutput> EngineCore::step() {
   const SchedulerOutput sched = scheduler_.schedule();
-  const ModelRunnerOutput ran = runner_.execute(sched);
+  ModelRunnerOutput ran = runner_.execute(sched);
+  for (auto& [seq, lps] : ran.prompt_logprobs) {
+    std::vector<SampledLogprobs>& pending = prompt_logprobs_[seq];
+    pending.insert(pending.end(), std::make_move_iterator(lps.begin()), std::make_move_iterator(lps.end()));
+  }
   std::vector<EngineOutput> outs;
   for (const SeqOutput& o : scheduler_.update_from_output(sched, ran)) {
     EngineOutput e{.request_id = o.request_id, .index = o.index, .token = o.new_token, .finish = o.finish,
                    .stop_token = o.stop_token, .n_cached_prompt = o.n_cached_prompt};
     if (const auto lp = ran.logprobs.find(o.seq_id); lp != ran.logprobs.end()) e.logprobs = lp->second;
+    // The runner lists a sequence whose chunk samples its first token (its prompt ends there), so its
+    // prompt logprobs are complete with this token.
+    if (o.new_token && ran.prompt_logprobs.count(o.seq_id)) {
+      const auto pl = prompt_logprobs_.find(o.seq_id);
+      e.prompt_logprobs = std::move(pl->second);
+      prompt_logprobs_.erase(pl);
+    }
     outs.push_back(std::move(e));
     if (o.finish) release_lora(o.request_id);
   }

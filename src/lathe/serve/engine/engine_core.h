@@ -50,6 +50,8 @@ class EngineCore {
   void add_request(uint64_t request_id, EngineRequest r);
   // Frees every choice of the request: one kAbort output per unfinished choice (none if unknown).
   std::vector<EngineOutput> abort_request(uint64_t request_id);
+  // Ends one choice of a request (Scheduler::finish_choice): its output carries `reason`, no token.
+  std::vector<EngineOutput> finish_choice(uint64_t request_id, int index, FinishReason reason);
   // One step: what the scheduler picks runs through the model; the new tokens and finishes come back.
   std::vector<EngineOutput> step();
 
@@ -89,6 +91,8 @@ class EngineCore {
   std::unordered_map<uint64_t, LoraHold> lora_holds_;  // requests with an adapter, by request id
   ModelRunner runner_;
   int64_t n_steps_ = 0;
+  // Prompt logprobs of sequences whose prompt is still being prefilled (sent with their first token).
+  std::unordered_map<uint64_t, std::vector<SampledLogprobs>> prompt_logprobs_;
 };
 
 }  // namespace lathe

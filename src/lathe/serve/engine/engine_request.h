@@ -31,8 +31,11 @@ struct EngineRequest {
 struct EngineOutput {
   uint64_t request_id = 0;
   int index = 0;                           // the choice, in [0, n)
-  std::optional<int32_t> token;            // the new token; absent for an abort or an error
+  std::optional<int32_t> token;            // the new token; absent for an abort, an error or a finish_choice
   std::optional<SampledLogprobs> logprobs;  // with the token, when the request set logprobs
+  // On choice 0's first token, when the request set prompt_logprobs: entry i is prompt token i + 1 given
+  // the tokens before it (T - 1 entries; raw logprobs, its top prompt_logprobs, + the token if not among them).
+  std::optional<std::vector<SampledLogprobs>> prompt_logprobs;
   std::optional<FinishReason> finish;      // set on the choice's last output
   std::optional<int32_t> stop_token;       // the EOS or stop id that ended it (finish kStop)
   std::string error;                       // non-empty: the request failed (finish kAbort)

@@ -42,8 +42,10 @@ class ModelRunner {
   // scheduled chunk (sequence s: its tokens [num_computed, num_computed + num_scheduled_tokens[s])) and
   // samples one token for each chunk that reaches its sequence's last known token, with that sequence's
   // own SamplingState. Chunks are ordered by LoRA slot (stable; base first), so each adapter's rows are
-  // one run of the batch. A step with no scheduled tokens runs nothing. InvalidArgument when the output
-  // names an unknown sequence, a new one twice, a chunk past its known tokens, or a new sequence without
+  // one run of the batch. Choice 0 of a request with prompt_logprobs also gets the logits of its chunk's
+  // prompt rows (only such chunks: the others output their last row alone) and reports the raw logprobs
+  // of the prompt tokens they predict. A step with no scheduled tokens runs nothing. InvalidArgument when
+  // the output names an unknown sequence, a new one twice, a chunk past its known tokens, or a new sequence without
   // a resolved seed.
   ModelRunnerOutput execute(const SchedulerOutput& out);
 
@@ -57,6 +59,18 @@ class ModelRunner {
     int64_t num_computed = 0;          // tokens whose K/V its blocks hold
     SamplingState sampling;
     int32_t lora_slot = 0;             // its served adapter's Linear slot (0: the base)
+    int64_t n_prompt = 0;
+    bool prompt_logprobs = false;      // choice 0 of a request that set prompt_logprobs
+    int64_t n_prompt_logprobs = 0;     // prompt tokens 1..n whose logprobs are out (kept over a preemption)
+  };
+  // Where one scheduled sequence's output rows lie in the step's logits.
+  struct RowPlan {
+    uint64_t id = 0;
+    int64_t row0 = 0;                  // its first output row
+    int64_t start = 0;                 // the position of its first chunk row
+    int64_t n_rows = 0;                // its output rows (the whole chunk when it reports prompt logprobs)
+    int64_t lp_from = 0, lp_to = 0;    // positions whose rows give prompt logprobs (token p + 1)
+    bool samples = false;              // its last output row is sampled
   };
   void add_seq(const NewSeqData& d);
   void update_seq(const CachedSeqData& d);
@@ -72,6 +86,9 @@ class ModelRunner {
   std::vector<SamplingState*> rows_;   // rows_[j]: the state of logits row j
   std::vector<uint64_t> row_seqs_;     // row_seqs_[j]: its sequence
   std::vector<SampledToken> sampled_;
+  std::vector<RowPlan> plan_;
+  std::vector<float> sample_logits_;   // [rows_.size(), V] when prompt rows sit between the sampled rows
+  std::vector<TopLogprob> prompt_top_; // one prompt position's top logprobs
 };
 
 }  // namespace lathe

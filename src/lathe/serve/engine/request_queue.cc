@@ -30,6 +30,12 @@ std::optional<std::future<void>> RequestQueue::push_call(std::function<void()> c
   return done;
 }
 
+void RequestQueue::finish_choice(const ChoiceFinish& c) {
+  std::lock_guard lock(mu_);
+  choice_finishes_.push_back(c);
+  work_cv_.notify_one();
+}
+
 void RequestQueue::stop(bool drain) {
   std::lock_guard lock(mu_);
   // A later stop without drain overrides an earlier drain (a second SIGTERM), never the other way.
@@ -44,18 +50,20 @@ QueueWork RequestQueue::take(bool idle, std::chrono::milliseconds wait) {
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   const auto has_work = [this] {
-    return !pending_.empty() || !aborts_.empty() || !calls_.empty() || closed_ || probes_asked_ != probes_answered_;
+    return !pending_.empty() || !aborts_.empty() || !choice_finishes_.empty() || !calls_.empty() || closed_ ||
+           probes_asked_ != probes_answered_;
   };
   if (idle) work_cv_.wait_for(lock, wait, has_work);
   last_turn_ = EngineClock::now();
   probes_answered_ = probes_asked_;
   probe_cv_.notify_all();
   QueueWork w{.added = {std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end())},
-              .aborted = std::move(aborts_),
+              .aborted = std::move(aborts_), .finished_choices = std::move(choice_finishes_),
               .calls = {std::make_move_iterator(calls_.begin()), std::make_move_iterator(calls_.end())},
               .stop = closed_, .drain = drain_};
   pending_.clear();
   aborts_.clear();
+  choice_finishes_.clear();
   calls_.clear();
   return w;
 }

@@ -1,8 +1,8 @@
 // Every mutex and condition variable of the serving engine (STYLE §15): the RequestQueue between the
-// frontend threads and the engine loop (requests, aborts, calls run on the loop, stop, health probes, the
-// metrics snapshot and the served LoRA adapters' names),
-// the OutputStream a submitter reads its tokens from, and the RequestIdMap from a frontend's request ids
-// to the engine's. The scheduler, KV manager and runner behind the loop are single-threaded.
+// frontend threads and the engine loop (requests, aborts, choices the frontend ended, calls run on the
+// loop, stop, health probes, the metrics snapshot and the served LoRA adapters' names), the OutputStream a
+// submitter reads its tokens from, and the RequestIdMap from a frontend's request ids to the engine's.
+// The scheduler, KV manager and runner behind the loop are single-threaded.
 #pragma once
 
 #include <chrono>
@@ -33,10 +33,18 @@ struct PendingRequest {
   EngineClock::time_point submitted;
 };
 
+// One choice of a request that the frontend ended (a stop string it matched), to end in the engine too.
+struct ChoiceFinish {
+  uint64_t request_id = 0;
+  int index = 0;                              // the choice, in [0, n)
+  FinishReason reason = FinishReason::kStop;  // what the engine reports for it (metrics count it)
+};
+
 // What the engine loop takes from the queue in one go.
 struct QueueWork {
   std::vector<PendingRequest> added;  // in submit order
   std::vector<uint64_t> aborted;      // after the additions (an abort of a request just added applies)
+  std::vector<ChoiceFinish> finished_choices;  // after the additions too
   std::vector<std::packaged_task<void()>> calls;  // after the aborts, in push order
   bool stop = false;                  // stop() was called
   bool drain = false;                 // ... asking to finish in-flight requests first
@@ -47,6 +55,7 @@ class RequestQueue {
   // Any thread. Assigns the request id (1, 2, ...); false when the queue is closed (stopping).
   std::optional<uint64_t> push(EngineRequest r, OutputCallback on_output, EngineClock::time_point submitted);
   void abort(uint64_t id);      // any thread; unknown and finished ids are ignored by the loop
+  void finish_choice(const ChoiceFinish& c);  // any thread; unknown and finished choices are ignored
   void stop(bool drain);        // any thread: closes the queue to new requests and wakes the loop
   // Any thread: `call` runs on the engine loop between two steps (adapter loads and unloads change what
   // the model's Linears hold); wait on its future. Empty when the queue is closed. A call the loop never
@@ -82,6 +91,7 @@ class RequestQueue {
   std::condition_variable probe_cv_;  // probers wait here for the loop's answer
   std::deque<PendingRequest> pending_;
   std::vector<uint64_t> aborts_;
+  std::vector<ChoiceFinish> choice_finishes_;
   std::deque<std::packaged_task<void()>> calls_;
   uint64_t next_id_ = 1;
   bool closed_ = false, drain_ = false;

@@ -167,9 +167,9 @@ void EngineBackend::on_engine_output(Run& run, size_t prompt, const EngineOutput
       if (run.tracker.finished()) return;
       step.event = run.tracker.fail(server_error(str_cat("Detokenising the output failed: ", e.what())));
     }
-    // Engine::abort from the engine's own callback is safe: it only queues the id under the request
-    // queue's lock, which the loop does not hold while it delivers outputs.
-    if (step.abort_engine_request) run.engine.abort(o.request_id);
+    // Engine::finish_choice and Engine::abort from the engine's own callback are safe: they only queue
+    // the id under the request queue's lock, which the loop does not hold while it delivers outputs.
+    if (step.finish_engine_choice) run.engine.finish_choice(o.request_id, *step.finish_engine_choice);
     if (!step.event) return;
     if (step.event->finished) {
       const std::vector<uint64_t> ids = run.ids->take(run.key);

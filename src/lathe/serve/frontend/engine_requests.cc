@@ -16,11 +16,8 @@ namespace {
 
 // Fields the parser accepts (they are part of the API) that nothing behind the frontend implements yet.
 void refuse_unsupported(const SamplingFields& s, const RequestCommon& c) {
-  if (s.prompt_logprobs)
-    refuse("prompt_logprobs", "'prompt_logprobs' is not supported yet: the model runner does not compute prompt logprobs");
-  if (!s.allowed_token_ids.empty())
-    refuse("allowed_token_ids", "'allowed_token_ids' is not supported yet: the sampler has no token whitelist");
-  if (!s.bad_words.empty()) refuse("bad_words", "'bad_words' is not supported yet: the sampler bans no token sequences");
+  if (s.prompt_logprobs && *s.prompt_logprobs != 0 && c.stream)
+    refuse("prompt_logprobs", "'prompt_logprobs' are not available when 'stream' is true");  // vLLM
   if (c.priority != 0) refuse("priority", "'priority' is not supported: the scheduler serves requests first come, first served");
   if (!c.response_format.is_null() && c.response_format.value("type", "text") != "text")
     refuse("response_format", "'response_format' other than {\"type\": \"text\"} needs structured output, not built yet");
@@ -52,10 +49,21 @@ void check_fits(int64_t n_prompt, int64_t max_tokens, int64_t max_model_len, con
         prompt_param));
 }
 
+// The sampling parameters every engine request of one OpenAI request shares: the fields, and the
+// bad words tokenised once. A stream shows no prompt logprobs (vLLM accepts 0 there and sends none), so
+// the engine computes none.
+SamplingParams request_sampling(const SamplingFields& s, int max_tokens, const RequestCommon& common,
+                                const PrepareContext& c) {
+  SamplingParams p = sampling_params(s, max_tokens);
+  p.bad_words_token_ids = bad_words_token_ids(c.tok, s.bad_words);
+  if (common.stream) p.prompt_logprobs.reset();
+  return p;
+}
+
 // The engine request for one prompt, checked by the engine's own rules before anything is queued.
-EngineRequest engine_request(std::vector<int32_t> prompt, const SamplingFields& s, int max_tokens,
-                             const RequestCommon& common, const PrepareContext& c, const std::string& prompt_param) {
-  EngineRequest r{.prompt = std::move(prompt), .sampling = sampling_params(s, max_tokens),
+EngineRequest engine_request(std::vector<int32_t> prompt, const SamplingParams& sampling, const RequestCommon& common,
+                             const PrepareContext& c, const std::string& prompt_param) {
+  EngineRequest r{.prompt = std::move(prompt), .sampling = sampling,
                   .cache_keys = {.adapter_id = c.adapter_id, .cache_salt = common.cache_salt.value_or("")}};
   try {
     check_engine_request(r, c.model, c.max_model_len);
@@ -79,12 +87,34 @@ ChoiceTextOptions text_options(const SamplingFields& s, int top_logprobs) {
 
 }  // namespace
 
+std::vector<std::vector<int32_t>> bad_words_token_ids(const tokenizer::Tokenizer& tok,
+                                                      const std::vector<std::string>& words) {
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    // Python's str.lstrip() (vLLM strips the word first), on ASCII whitespace.
+    const size_t start = words[i].find_first_not_of(" \t\n\v\f\r");
+    const std::string word = start == std::string::npos ? std::string() : words[i].substr(start);
+    const std::vector<uint32_t> bare = tok.encode_ids(word, /*add_special_tokens=*/false);
+    if (bare.empty())
+      refuse("bad_words", str_cat("'bad_words' entry ", i, " (\"", words[i], "\") has no tokens"));
+    // The word inside a sentence (after a space), where the tokenizer marks word starts ("Ġword",
+    // "▁word"): kept when it is another token sequence of the same length, as vLLM does.
+    const std::vector<uint32_t> spaced = tok.encode_ids(" " + word, /*add_special_tokens=*/false);
+    out.emplace_back(bare.begin(), bare.end());
+    if (!spaced.empty() && spaced.front() != bare.front() && spaced.size() == bare.size())
+      out.emplace_back(spaced.begin(), spaced.end());
+  }
+  return out;
+}
+
 SamplingParams sampling_params(const SamplingFields& s, int max_tokens) {
   SamplingParams p{.n = s.n, .temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p,
                    .presence_penalty = s.presence_penalty, .frequency_penalty = s.frequency_penalty,
                    .repetition_penalty = s.repetition_penalty, .max_tokens = max_tokens, .min_tokens = s.min_tokens,
-                   .ignore_eos = s.ignore_eos, .stop_token_ids = s.stop_token_ids, .logprobs = s.logprobs};
+                   .ignore_eos = s.ignore_eos, .stop_token_ids = s.stop_token_ids, .logprobs = s.logprobs,
+                   .prompt_logprobs = s.prompt_logprobs};
   p.logit_bias.assign(s.logit_bias.begin(), s.logit_bias.end());
+  if (s.allowed_token_ids) p.allowed_token_ids = *s.allowed_token_ids;
   if (s.seed) p.seed = static_cast<uint64_t>(*s.seed);  // a negative seed wraps: any 64 bits seed the generator
   p.logprobs_mode = s.logprobs_mode == serve::LogprobsMode::kProcessed ? lathe::LogprobsMode::kProcessed
                                                                        : lathe::LogprobsMode::kRaw;
@@ -97,6 +127,7 @@ PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareC
   if (r.echo && s.logprobs)
     refuse("echo", "'echo' with 'logprobs' needs the prompt's logprobs, which the model runner does not compute yet");
   const int max_tokens = s.max_tokens.value_or(16);  // the parser sets OpenAI's default, 16
+  const SamplingParams sampling = request_sampling(s, max_tokens, r.common, c);
   // Completions report every alternative the engine sends: the top `logprobs`, and the sampled token
   // after them when it is not among them (OpenAI's "up to logprobs + 1").
   PreparedGeneration g{.n = s.n, .text = text_options(s, /*top_logprobs=*/-1)};
@@ -115,7 +146,7 @@ PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareC
     }
     check_fits(static_cast<int64_t>(ids.size()), max_tokens, c.max_model_len, param);
     g.prompt_tokens += static_cast<int64_t>(ids.size());
-    g.requests.push_back(engine_request(std::move(ids), s, max_tokens, r.common, c, param));
+    g.requests.push_back(engine_request(std::move(ids), sampling, r.common, c, param));
     g.echo.push_back(std::move(echo));
   }
   return g;
@@ -143,7 +174,8 @@ PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareCon
   g.text.reasoning = c.reasoning_format;
   // A template may open the reasoning block itself (the output then starts inside it).
   g.text.starts_in_reasoning = prompt_opens_reasoning(c.reasoning_format, prompt);
-  g.requests.push_back(engine_request(std::move(ids), s, static_cast<int>(max_tokens), r.common, c, "messages"));
+  const SamplingParams sampling = request_sampling(s, static_cast<int>(max_tokens), r.common, c);
+  g.requests.push_back(engine_request(std::move(ids), sampling, r.common, c, "messages"));
   g.echo.emplace_back();
   return g;
 }

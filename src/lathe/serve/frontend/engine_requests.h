@@ -42,14 +42,22 @@ struct PreparedGeneration {
 
 // Both throw ApiException: 400 context_length_exceeded when a prompt and its max_tokens exceed
 // max_model_len (or the prompt alone leaves no room), 400 invalid_request_error naming the field for an
-// unsupported field (prompt_logprobs, allowed_token_ids, bad_words, priority, structured output, a
-// tool_choice that needs a grammar, echo with logprobs), a prompt that encodes to no tokens, messages
-// the chat template refuses, or anything the engine's own checks refuse.
+// unsupported field (prompt_logprobs with stream, priority, structured output, a tool_choice that needs a grammar,
+// echo with logprobs), a prompt or a bad word that encodes to no tokens, messages the chat template
+// refuses, or anything the engine's own checks refuse (allowed_token_ids or bad-word tokens outside the
+// model's vocabulary among them).
 PreparedGeneration prepare_completion(const CompletionRequest& r, const PrepareContext& c);
 PreparedGeneration prepare_chat(const ChatCompletionRequest& r, const PrepareContext& c);
 
-// The engine's sampling parameters for these fields with this output cap (prompt_logprobs is not mapped:
-// refused above until the model runner computes prompt logprobs).
+// The engine's sampling parameters for these fields with this output cap, bad words left out (they need
+// the tokenizer: bad_words_token_ids).
 SamplingParams sampling_params(const SamplingFields& s, int max_tokens);
+
+// The token sequences the sampler bans for `words`, as vLLM's SamplingParams.update_from_tokenizer
+// builds them: each word, leading whitespace stripped, tokenised without special tokens; then " " + word
+// too when that starts with another token and has as many tokens (the word after a space, for tokenizers
+// that mark word starts). ApiException 400 naming bad_words for a word with no tokens.
+std::vector<std::vector<int32_t>> bad_words_token_ids(const tokenizer::Tokenizer& tok,
+                                                      const std::vector<std::string>& words);
 
 }  // namespace lathe::serve

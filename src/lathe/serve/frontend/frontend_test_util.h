@@ -32,6 +32,7 @@ struct BackendResult {
   std::map<int, std::vector<std::string>> pieces;  // choice index -> each non-empty text delta
   std::map<int, std::string> finish;               // choice index -> finish_reason
   std::map<int, std::vector<serve::TokenLogprob>> logprobs;
+  std::map<int, std::vector<serve::PromptPositionLogprobs>> prompt_logprobs;  // choice index -> its prompt's
   serve::Usage usage;                              // of the finished event
   std::optional<serve::ApiError> error;
 };
@@ -48,6 +49,10 @@ class EventCollector {
         if (!d.text.empty()) result_.pieces[d.index].push_back(d.text);
         if (d.finish_reason) result_.finish[d.index] = *d.finish_reason;
         result_.logprobs[d.index].insert(result_.logprobs[d.index].end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.prompt_logprobs) {
+          EXPECT_FALSE(result_.prompt_logprobs.count(d.index)) << "prompt logprobs twice for choice " << d.index;
+          result_.prompt_logprobs[d.index] = *d.prompt_logprobs;
+        }
       }
       if (out.finished) {
         result_.usage = out.usage;

@@ -12,18 +12,55 @@ ApiError engine_failure(const std::string& error) {
   return server_error("The engine failed: " + error);
 }
 
+namespace {
+
+// The engine's prompt logprobs of one prompt as vLLM reports them: per prompt token 1..T-1, the top
+// alternatives (ranks 1..k) and the prompt token with its own rank, each with its text.
+std::vector<PromptPositionLogprobs> prompt_logprobs_entries(const tokenizer::Tokenizer& tok,
+                                                            const std::vector<int32_t>& prompt,
+                                                            const std::vector<SampledLogprobs>& lps) {
+  auto text = [&](int32_t id) {
+    const uint32_t ids[1] = {static_cast<uint32_t>(id)};
+    return tok.decode(ids, /*skip_special_tokens=*/false);
+  };
+  std::vector<PromptPositionLogprobs> out;
+  for (size_t i = 0; i < lps.size() && i + 1 < prompt.size(); ++i) {
+    const int32_t token = prompt[i + 1];
+    PromptPositionLogprobs entries;
+    for (size_t j = 0; j < lps[i].top.size(); ++j) {
+      const TopLogprob& t = lps[i].top[j];
+      entries.push_back({.token_id = t.token, .token = text(t.token), .logprob = t.logprob,
+                         .rank = t.token == token ? lps[i].rank : static_cast<int64_t>(j) + 1});
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
+}  // namespace
+
 GenerationTracker::GenerationTracker(const tokenizer::Tokenizer& tok, const PreparedGeneration& g)
-    : n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n, .frontend_open = g.n}) {
+    : tok_(tok), n_(g.n), prompts_(g.requests.size(), PromptState{.engine_open = g.n}) {
+  for (size_t p = 0; p < g.requests.size(); ++p)
+    if (g.requests[p].sampling.prompt_logprobs) prompts_[p].ids = g.requests[p].prompt;
   choices_.reserve(g.requests.size() * static_cast<size_t>(g.n));
   for (size_t p = 0; p < g.requests.size(); ++p)
     for (int i = 0; i < g.n; ++i) choices_.emplace_back(tok, g.text, g.echo[p]);
   open_ = static_cast<int64_t>(choices_.size());
+  engine_ended_.assign(choices_.size(), false);
+  prompt_logprobs_sent_.assign(choices_.size(), false);
   usage_.prompt_tokens = g.prompt_tokens;
 }
 
 GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const EngineOutput& o) {
   PromptState& ps = prompts_[prompt];
-  if (o.finish) --ps.engine_open;
+  const int index = static_cast<int>(prompt) * n_ + o.index;
+  auto end_in_engine = [&] {
+    if (engine_ended_[static_cast<size_t>(index)]) return;
+    engine_ended_[static_cast<size_t>(index)] = true;
+    --ps.engine_open;
+  };
+  if (o.finish) end_in_engine();
   Step step;
   if (finished_) return step;
   if (!o.error.empty()) {
@@ -36,7 +73,6 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
     ps.cached_counted = true;
     usage_.cached_tokens += o.n_cached_prompt;
   }
-  const int index = static_cast<int>(prompt) * n_ + o.index;
   ChoicePipeline& choice = choices_[static_cast<size_t>(index)];
   const bool was_open = !choice.finished();
   const int64_t tokens_before = choice.n_tokens();
@@ -44,11 +80,19 @@ GenerationTracker::Step GenerationTracker::on_engine_output(size_t prompt, const
   usage_.completion_tokens += choice.n_tokens() - tokens_before;
   if (was_open && choice.finished()) {
     --open_;
-    --ps.frontend_open;
+    // A stop string ended it here (the engine's own finishes come with o.finish): the engine would go on
+    // decoding it until max_tokens, for n > 1 as long as a sibling runs, so it is told to end it now.
+    if (!engine_ended_[static_cast<size_t>(index)]) {
+      end_in_engine();
+      step.finish_engine_choice = o.index;
+    }
   }
-  if (ps.frontend_open == 0 && ps.engine_open > 0 && !ps.abort_sent) {
-    ps.abort_sent = true;
-    step.abort_engine_request = true;
+  // The prompt's logprobs come with choice 0's first token; every choice of the prompt reports them.
+  if (o.prompt_logprobs && !ps.prompt_logprobs) ps.prompt_logprobs = prompt_logprobs_entries(tok_, ps.ids, *o.prompt_logprobs);
+  if (ps.prompt_logprobs && !prompt_logprobs_sent_[static_cast<size_t>(index)]) {
+    prompt_logprobs_sent_[static_cast<size_t>(index)] = true;
+    if (!delta) delta.emplace();
+    delta->prompt_logprobs = ps.prompt_logprobs;
   }
   finished_ = open_ == 0;
   if (!delta && !finished_) return step;

@@ -1,8 +1,8 @@
 // One OpenAI request's choices across its engine requests: engine outputs in, the request's events out.
 // Choices are indexed prompt-major as OpenAI does (index = prompt * n + choice); each runs its own
 // ChoicePipeline. The tracker keeps the usage totals, sends the finished event once every choice has
-// finished, and says when the engine should abort an engine request whose choices all ended here (stop
-// strings the engine does not see).
+// finished, and says when the engine should end a choice that ended here while the engine still decodes
+// it (a stop string, which the engine does not see), so that choice stops taking compute at once.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +27,9 @@ class GenerationTracker {
 
   struct Step {
     std::optional<GenerationOutput> event;  // to send (nothing after the finished event)
-    // Every choice of this output's engine request finished here while the engine still runs it: abort it.
-    bool abort_engine_request = false;
+    // The output's choice (its index in its engine request) finished here while the engine still decodes
+    // it: end it there too (Engine::finish_choice, finish kStop).
+    std::optional<int> finish_engine_choice;
   };
   // One output of the engine request of prompt `prompt`.
   Step on_engine_output(size_t prompt, const EngineOutput& o);
@@ -36,19 +37,23 @@ class GenerationTracker {
   GenerationOutput fail(ApiError error);
 
   bool finished() const { return finished_; }
-  // Whether an engine request of this request may still be running in the engine.
+  // Whether a choice of this request may still be running in the engine (not finished there, nor
+  // asked to finish).
   bool engine_running() const;
   const Usage& usage() const { return usage_; }
 
  private:
   struct PromptState {
-    int engine_open = 0;    // choices the engine has not finished
-    int frontend_open = 0;  // choices not finished here
-    bool abort_sent = false;
+    int engine_open = 0;          // choices the engine has not finished nor been asked to finish
     bool cached_counted = false;  // its prefix-cache hit is in usage_.cached_tokens
+    std::vector<int32_t> ids;     // the prompt, kept when prompt_logprobs were asked for
+    std::optional<std::vector<PromptPositionLogprobs>> prompt_logprobs;  // from choice 0's first output
   };
+  const tokenizer::Tokenizer& tok_;
   int n_ = 1;
   std::vector<ChoicePipeline> choices_;  // [prompts * n]
+  std::vector<bool> engine_ended_;       // [prompts * n]: the engine finished it, or was asked to
+  std::vector<bool> prompt_logprobs_sent_;  // [prompts * n]: its delta carried its prompt's logprobs
   std::vector<PromptState> prompts_;
   int64_t open_ = 0;                     // choices not finished here
   Usage usage_;

@@ -187,11 +187,13 @@ class Session : public std::enable_shared_from_this<Session> {
         CompletionRequest& r = g.body.emplace<CompletionRequest>(parse_completion_request(req.body(), limits));
         meta.n_choices = r.sampling.n * static_cast<int>(r.prompts.size());
         meta.logprobs = r.sampling.logprobs.has_value();
+        meta.prompt_logprobs = r.sampling.prompt_logprobs.has_value();
         common = &r.common;
       } else {
         ChatCompletionRequest& r = g.body.emplace<ChatCompletionRequest>(parse_chat_completion_request(req.body(), limits));
         meta.n_choices = r.sampling.n;
         meta.logprobs = r.sampling.logprobs.has_value();
+        meta.prompt_logprobs = r.sampling.prompt_logprobs.has_value();
         common = &r.common;
       }
     } catch (const ApiException& e) {

@@ -30,6 +30,16 @@ struct TokenLogprob {
   std::vector<TokenAlternative> top;
 };
 
+// One entry of a prompt position's logprobs (vLLM's prompt_logprobs: {token id: {logprob, rank,
+// decoded_token}}): the top alternatives, ranks 1..k, and the prompt token with its own rank.
+struct PromptLogprobEntry {
+  int32_t token_id = 0;
+  std::string token;                   // decoded_token
+  float logprob = 0.0f;
+  int64_t rank = 0;
+};
+using PromptPositionLogprobs = std::vector<PromptLogprobEntry>;  // one prompt token: its entries
+
 // A fragment of one tool call: the first fragment of a call carries id and name, later ones arguments.
 struct ToolCallDelta {
   int index = 0;                       // the call's position in the choice's tool_calls
@@ -45,6 +55,8 @@ struct ChoiceDelta {
   std::string reasoning;               // reasoning_content text, if the model separates it
   std::vector<ToolCallDelta> tool_calls;
   std::vector<TokenLogprob> logprobs;  // one per new token when logprobs were asked for
+  // Once per choice when prompt_logprobs was asked for: prompt tokens 1..T-1 (the first has none).
+  std::optional<std::vector<PromptPositionLogprobs>> prompt_logprobs;
   std::optional<std::string> finish_reason;  // "stop" | "length" | "tool_calls" | "abort": the choice's last delta
 };
 

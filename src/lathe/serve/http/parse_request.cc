@@ -113,7 +113,9 @@ SamplingFields parse_sampling(JsonFields& f, const RequestLimits& limits) {
       s.logit_bias[static_cast<int32_t>(id)] = value.get<float>();
     }
   }
-  s.allowed_token_ids = f.opt_int_list("allowed_token_ids", 0, max_id).value_or(std::vector<int32_t>{});
+  s.allowed_token_ids = f.opt_int_list("allowed_token_ids", 0, max_id);
+  if (s.allowed_token_ids && s.allowed_token_ids->empty())
+    bad("allowed_token_ids", "'allowed_token_ids' must not be empty (it would allow no token)");
   s.bad_words = f.opt_string_or_strings("bad_words").value_or(std::vector<std::string>{});
   s.stop = f.opt_string_or_strings("stop").value_or(std::vector<std::string>{});
   for (const std::string& stop : s.stop) {

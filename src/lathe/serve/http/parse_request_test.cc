@@ -42,12 +42,13 @@ TEST(ParseRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(r.sampling.n, 1);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
   EXPECT_FALSE(r.sampling.logprobs.has_value());
+  EXPECT_FALSE(r.sampling.allowed_token_ids.has_value());
   EXPECT_FALSE(r.common.stream);
 
   r = parse_completion_request(R"({"model": "tiny-alias", "prompt": [[1, 2], "x", [3]], "max_tokens": 7, "n": 2,
       "temperature": 0, "top_p": 0.5, "top_k": 5, "min_p": 0.1, "presence_penalty": -2, "frequency_penalty": 1.5,
       "repetition_penalty": 1.1, "logit_bias": {"5": -100, "7": 3}, "stop": "END", "stop_token_ids": [2],
-      "seed": -3, "logprobs": 3, "echo": true, "ignore_eos": true, "min_tokens": 2, "stream": true,
+      "seed": -3, "logprobs": 3, "echo": true, "allowed_token_ids": [4, 999], "bad_words": ["a b", "c"], "ignore_eos": true, "min_tokens": 2, "stream": true,
       "stream_options": {"include_usage": true}, "user": "u1", "cache_salt": "s", "priority": 1, "top_logprobs": null})",
                               limits());
   EXPECT_EQ(r.common.model, "tiny-alias");
@@ -63,6 +64,9 @@ TEST(ParseRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(r.sampling.stop_token_ids, std::vector<int32_t>{2});
   EXPECT_EQ(r.sampling.seed, -3);
+  ASSERT_TRUE(r.sampling.allowed_token_ids);
+  EXPECT_EQ(*r.sampling.allowed_token_ids, (std::vector<int32_t>{4, 999}));
+  EXPECT_EQ(r.sampling.bad_words, (std::vector<std::string>{"a b", "c"}));
   EXPECT_EQ(r.sampling.logprobs, 3);
   EXPECT_TRUE(r.echo && r.sampling.ignore_eos && r.common.stream && r.common.include_usage);
   EXPECT_EQ(r.common.user, "u1");
@@ -147,6 +151,10 @@ TEST(ParseRequest, RangesAreChecked) {
                         Case{R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
                         Case{R"({"prompt": "x", "logit_bias": {"1000": 1}})", "logit_bias"},  // vocab_size 1000
                         Case{R"({"prompt": "x", "logit_bias": {"x": 1}})", "logit_bias"},
+                        Case{R"({"prompt": "x", "allowed_token_ids": [1, 1000]})", "allowed_token_ids"},
+                        Case{R"({"prompt": "x", "allowed_token_ids": [-1]})", "allowed_token_ids"},
+                        Case{R"({"prompt": "x", "allowed_token_ids": []})", "allowed_token_ids"},
+                        Case{R"({"prompt": "x", "bad_words": [3]})", "bad_words"},
                         Case{R"({"prompt": [1000]})", "prompt"},
                         Case{R"({"prompt": [[]]})", "prompt"},
                         Case{R"({"prompt": []})", "prompt"},

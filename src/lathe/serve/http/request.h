@@ -28,8 +28,8 @@ struct SamplingFields {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
   std::map<int32_t, float> logit_bias;  // token id -> bias in [-100, 100]
-  std::vector<int32_t> allowed_token_ids;
-  std::vector<std::string> bad_words;
+  std::optional<std::vector<int32_t>> allowed_token_ids;  // never empty when set (vLLM refuses [])
+  std::vector<std::string> bad_words;   // words whose token sequences are banned (the frontend tokenises them)
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool include_stop_str_in_output = false;

@@ -47,6 +47,20 @@ nlohmann::ordered_json completion_logprobs(const std::vector<TokenLogprob>& lps,
           {"text_offset", std::move(offsets)}};
 }
 
+// vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]: the first prompt
+// token has no logprob.
+nlohmann::ordered_json prompt_logprobs_json(const std::vector<PromptPositionLogprobs>& lps) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array({nullptr});
+  for (const PromptPositionLogprobs& position : lps) {
+    nlohmann::ordered_json entries = nlohmann::ordered_json::object();
+    for (const PromptLogprobEntry& e : position)
+      entries[std::to_string(e.token_id)] = {{"logprob", finite_logprob(e.logprob)}, {"rank", e.rank},
+                                             {"decoded_token", e.token}};
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
 nlohmann::ordered_json tool_call_json(const ToolCallDelta& c) {
   return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
@@ -87,6 +101,7 @@ void ResponseBuilder::add(const GenerationOutput& out) {
       }
     }
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+    if (d.prompt_logprobs) c.prompt_logprobs = *d.prompt_logprobs;
     if (d.finish_reason) c.finish_reason = *d.finish_reason;
   }
   if (out.finished) usage_ = out.usage;
@@ -100,6 +115,7 @@ nlohmann::ordered_json ResponseBuilder::build() const {
     if (meta_.endpoint == Endpoint::kCompletions) {
       choice["text"] = c.text;
       if (meta_.logprobs) choice["logprobs"] = completion_logprobs(c.logprobs, 0);
+      if (meta_.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(c.prompt_logprobs);
     } else {
       nlohmann::ordered_json calls = nlohmann::ordered_json::array();
       for (const ToolCallDelta& t : c.tool_calls) calls.push_back(tool_call_json(t));
@@ -113,12 +129,17 @@ nlohmann::ordered_json ResponseBuilder::build() const {
     }
     choices.push_back(std::move(choice));
   }
-  return {{"id", meta_.id},
-          {"object", object_name(meta_.endpoint, false)},
-          {"created", meta_.created},
-          {"model", meta_.model},
-          {"choices", std::move(choices)},
-          {"usage", usage_json(usage_)}};
+  nlohmann::ordered_json body = {{"id", meta_.id},
+                                 {"object", object_name(meta_.endpoint, false)},
+                                 {"created", meta_.created},
+                                 {"model", meta_.model},
+                                 {"choices", std::move(choices)},
+                                 {"usage", usage_json(usage_)}};
+  // Chat has one prompt: its logprobs sit beside the choices (vLLM's ChatCompletionResponse).
+  if (meta_.prompt_logprobs && meta_.endpoint != Endpoint::kCompletions)
+    body["prompt_logprobs"] = prompt_logprobs_json(choices_.empty() ? std::vector<PromptPositionLogprobs>{}
+                                                                    : choices_[0].prompt_logprobs);
+  return body;
 }
 
 StreamEncoder::StreamEncoder(ResponseMeta meta, Options options)

@@ -21,6 +21,7 @@ struct ResponseMeta {
   std::string model;                   // the served name the request asked for
   int n_choices = 1;                   // n * prompts
   bool logprobs = false;               // the request asked for logprobs
+  bool prompt_logprobs = false;        // ... and for prompt_logprobs (non-streaming responses only, as vLLM)
 };
 
 nlohmann::ordered_json usage_json(const Usage& u);
@@ -40,6 +41,7 @@ class ResponseBuilder {
     std::string text, reasoning;
     std::vector<ToolCallDelta> tool_calls;  // merged: one entry per call index
     std::vector<TokenLogprob> logprobs;
+    std::vector<PromptPositionLogprobs> prompt_logprobs;
     std::string finish_reason = "stop";
   };
   ResponseMeta meta_;

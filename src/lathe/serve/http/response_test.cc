@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace lathe::serve {
 namespace {
 
@@ -194,6 +196,40 @@ TEST(ResponseBuilder, CompletionAndToolOnlyContent) {
                           .finish_reason = "tool_calls"});
   t.add(call);
   EXPECT_TRUE(t.build()["choices"][0]["message"]["content"].is_null());  // only a tool call: null content
+}
+
+// vLLM's shapes: completions put [null, {"<id>": {logprob, rank, decoded_token}}, ...] on each choice,
+// chat beside the choices; absent unless asked for; -inf is clamped as for logprobs.
+TEST(ResponseBuilder, PromptLogprobs) {
+  const std::vector<PromptPositionLogprobs> lps = {
+      {{.token_id = 7, .token = " a", .logprob = -0.5f, .rank = 1}, {.token_id = 9, .token = "b", .logprob = -2.f, .rank = 4}},
+      {{.token_id = 3, .token = "c", .logprob = -std::numeric_limits<float>::infinity(), .rank = 2}}};
+  for (const Endpoint e : {Endpoint::kCompletions, Endpoint::kChatCompletions}) {
+    ResponseMeta m = meta(e, 2);
+    m.prompt_logprobs = true;
+    ResponseBuilder b(m);
+    GenerationOutput out;
+    for (int i = 0; i < 2; ++i) {
+      ChoiceDelta d{.index = i, .text = "x", .finish_reason = "length"};
+      d.prompt_logprobs = lps;
+      out.choices.push_back(d);
+    }
+    out.finished = true;
+    b.add(out);
+    const nlohmann::json j = nlohmann::json::parse(b.build().dump());
+    const nlohmann::json& p = e == Endpoint::kCompletions ? j["choices"][1]["prompt_logprobs"] : j["prompt_logprobs"];
+    ASSERT_TRUE(p.is_array()) << j.dump();
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_TRUE(p[0].is_null());
+    EXPECT_EQ(p[1], (nlohmann::json{{"7", {{"logprob", -0.5}, {"rank", 1}, {"decoded_token", " a"}}},
+                                    {"9", {{"logprob", -2.0}, {"rank", 4}, {"decoded_token", "b"}}}}));
+    EXPECT_EQ(p[2]["3"]["logprob"], -9999.0);
+    EXPECT_EQ(j["choices"][0].contains("prompt_logprobs"), e == Endpoint::kCompletions);
+    EXPECT_EQ(j.contains("prompt_logprobs"), e != Endpoint::kCompletions);
+  }
+  ResponseBuilder plain(meta(Endpoint::kCompletions));
+  plain.add(text_event(0, "x", "stop"));
+  EXPECT_FALSE(plain.build()["choices"][0].contains("prompt_logprobs"));
 }
 
 TEST(Models, ListShape) {

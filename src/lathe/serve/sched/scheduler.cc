@@ -152,7 +152,15 @@ void Scheduler::admit_waiting(Step& st) {
       ++it;
       continue;
     }
-    const KvPrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_keys);
+    KvPrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_keys);
+    // Prompt logprobs need the logits of every prompt row: choice 0 of such a request computes its
+    // prompt whole, as vLLM skips the prefix cache for it (a re-admission after its prompt was computed
+    // may hit: its prompt logprobs are out already).
+    if (s.index == 0 && s.params->sampling.prompt_logprobs && !s.prompt_computed) {
+      hit.blocks.clear();
+      hit.hashes.clear();
+      hit.n_tokens = 0;
+    }
     const Chunk c = chunk_for(s.num_tokens() - hit.n_tokens, st.budget, config_);
     if (c.n_tokens == 0) {  // no partial-prefill slot left: a shorter request behind it may finish
       ++it;
@@ -285,6 +293,23 @@ std::vector<SeqOutput> Scheduler::abort_request(uint64_t request_id) {
     SchedSeq& s = seqs_.at(id);
     outputs.push_back({.seq_id = id, .request_id = request_id, .index = s.index, .finish = FinishReason::kAbort});
     finish(s);
+  }
+  return outputs;
+}
+
+std::vector<SeqOutput> Scheduler::finish_choice(uint64_t request_id, int index, FinishReason reason) {
+  LATHE_CHECK_ARG(!in_step_, "[Scheduler::finish_choice] step ", step_, " awaits its update_from_output");
+  LATHE_CHECK_ARG(reason != FinishReason::kNone && reason != FinishReason::kCount,
+                  "[Scheduler::finish_choice] the reason must be stop, length or abort");
+  std::vector<SeqOutput> outputs;
+  const auto it = choices_.find(request_id);
+  if (it == choices_.end()) return outputs;
+  for (const uint64_t id : it->second) {
+    SchedSeq& s = seqs_.at(id);
+    if (s.index != index) continue;
+    outputs.push_back({.seq_id = id, .request_id = request_id, .index = index, .finish = reason});
+    finish(s);  // may erase choices_[request_id]: leave the loop at once
+    break;
   }
   return outputs;
 }

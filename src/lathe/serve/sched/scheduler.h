@@ -73,6 +73,10 @@ class Scheduler {
   // Aborts every choice of a request (a client disconnect): frees their blocks; one kAbort output per
   // choice, empty if the request is unknown or finished. Between steps only.
   std::vector<SeqOutput> abort_request(uint64_t request_id);
+  // Ends one choice of a request while its siblings go on (the frontend matched a stop string in it):
+  // frees its blocks; one output with finish `reason` (not kNone) and no token, none if the choice is
+  // unknown or finished. Between steps only.
+  std::vector<SeqOutput> finish_choice(uint64_t request_id, int index, FinishReason reason);
 
   int64_t n_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t n_running() const { return static_cast<int64_t>(running_.size()); }

@@ -59,6 +59,11 @@ struct ModelRunnerOutput {
   // One sampled token for each sequence whose chunk reached its last known token, none for the others.
   std::map<uint64_t, int32_t> sampled;
   std::map<uint64_t, SampledLogprobs> logprobs;  // the sampled ones that asked; the scheduler ignores it
+  // Choice 0 of a request that set SamplingParams::prompt_logprobs: the prompt tokens this step's rows
+  // predicted, in order, continuing where the last step stopped (prompt tokens 1..T-1 over all steps,
+  // each once; raw logits, as vLLM). Listed (maybe empty) in the step that samples its first token.
+  // The scheduler ignores it.
+  std::map<uint64_t, std::vector<SampledLogprobs>> prompt_logprobs;
 };
 
 // What one step produced for one sequence (to stream, detokenise and check stop strings).
@@ -66,7 +71,7 @@ struct SeqOutput {
   uint64_t seq_id = 0;
   uint64_t request_id = 0;
   int index = 0;
-  std::optional<int32_t> new_token;     // absent for an abort
+  std::optional<int32_t> new_token;     // absent for an abort or a finish_choice
   std::optional<FinishReason> finish;   // set on the sequence's last output
   std::optional<int32_t> stop_token;    // the EOS or stop id that ended it (finish kStop)
   int64_t n_cached_prompt = 0;          // prompt tokens served from the prefix cache (SchedSeq::n_cached_prompt)

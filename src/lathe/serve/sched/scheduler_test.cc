@@ -317,6 +317,44 @@ TEST(Scheduler, ChoicesShareThePromptsBlocksAndFinishIndependently) {
   expect_all_blocks_free(kv);
 }
 
+// A choice the frontend ends (a stop string) leaves at once: its blocks are freed, the runner is told
+// in the next step's finished_ids, it is never scheduled again, and its sibling runs on to max_tokens.
+TEST(Scheduler, FinishChoiceEndsOneChoiceWhileItsSiblingRunsOn) {
+  KvCacheManager kv = make_kv(100);
+  Scheduler s(make_config(), kv);
+  const std::vector<uint64_t> ids = s.add_request(make_request(5, 10, 20, {.n = 2}));
+  FakeRunner runner(kP);
+  RunResults results;
+  for (int i = 0; i < 4; ++i) sched_test::step_once(s, runner, results);
+  ASSERT_EQ(results.at({5, 1}).tokens.size(), 3u);  // choice 1 joined one step after choice 0
+  EXPECT_TRUE(s.finish_choice(5, 7, FinishReason::kStop).empty());  // no such choice
+  EXPECT_TRUE(s.finish_choice(6, 0, FinishReason::kStop).empty());  // no such request
+  const std::vector<SeqOutput> ended = s.finish_choice(5, 1, FinishReason::kStop);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].seq_id, ids[1]);
+  EXPECT_EQ(ended[0].finish, FinishReason::kStop);
+  EXPECT_FALSE(ended[0].new_token);
+  EXPECT_EQ(s.seq(ids[1]), nullptr);
+  EXPECT_FALSE(kv.has_request(ids[1]));
+  EXPECT_TRUE(s.finish_choice(5, 1, FinishReason::kStop).empty());  // already ended
+  sched_test::record(results, ended, -1);
+  sched_test::step_once(s, runner, results, [&](const SchedulerOutput& out) {
+    EXPECT_EQ(out.finished_ids, std::vector<uint64_t>{ids[1]});
+    EXPECT_FALSE(out.num_scheduled_tokens.count(ids[1]));
+    EXPECT_THROW(s.finish_choice(5, 0, FinishReason::kStop), InvalidArgument);  // mid-step
+  });
+  while (s.has_unfinished()) {
+    sched_test::step_once(s, runner, results, [&](const SchedulerOutput& out) {
+      EXPECT_FALSE(out.num_scheduled_tokens.count(ids[1]));
+    });
+  }
+  EXPECT_EQ(results.at({5, 1}).tokens.size(), 3u);
+  EXPECT_EQ(results.at({5, 0}).tokens.size(), 20u);
+  EXPECT_EQ(results.at({5, 0}).finish, FinishReason::kLength);
+  EXPECT_EQ(runner.kv_mismatches(), 0);
+  expect_all_blocks_free(kv);
+}
+
 struct StopCase {
   const char* name;
   SchedRequestParams params;
