@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,12 +14,31 @@
 #include <string>
 #include <vector>
 
+#include "lathe/autograd/node.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
 #include "lathe/serve/engine/engine.h"
 
 namespace lathe::testing {
+
+// log p(prompt[p + 1] | prompt[0..p]) for p = 0..T-2, from one dense forward over the whole prompt: the
+// reference for prompt logprobs computed through the paged engine.
+inline std::vector<double> dense_prompt_logprobs(const Model& m, const std::vector<int32_t>& prompt) {
+  NoGradGuard no_grad;
+  const auto T = static_cast<int64_t>(prompt.size());
+  const Tensor logits = m.forward(Tensor::from_data_i32({1, T}, prompt));  // [1, T, V]
+  const int64_t V = m.config().vocab_size;
+  std::vector<double> out;
+  for (int64_t p = 0; p + 1 < T; ++p) {
+    const float* row = logits.data<float>() + p * V;
+    const double mx = *std::max_element(row, row + V);
+    double s = 0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - mx);
+    out.push_back(row[prompt[p + 1]] - mx - std::log(s));
+  }
+  return out;
+}
 
 struct EngineFixture {
   std::unique_ptr<Model> model;

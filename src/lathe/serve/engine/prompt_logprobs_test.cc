@@ -19,25 +19,6 @@ namespace {
 // f32 logits through paged vs dense attention: a few ulps of the logit sums, far below this.
 constexpr double kTol = 1e-4;
 
-// log p(prompt[p + 1] | prompt[0..p]) for p = 0..T-2, from one dense forward over the whole prompt.
-std::vector<double> dense_prompt_logprobs(const Model& m, const std::vector<int32_t>& prompt) {
-  NoGradGuard no_grad;
-  const auto T = static_cast<int64_t>(prompt.size());
-  const Tensor logits = m.forward(Tensor::from_data_i32({1, T}, prompt));  // [1, T, V]
-  const int64_t V = m.config().vocab_size;
-  const float* x = logits.data<float>();
-  std::vector<double> out;
-  for (int64_t p = 0; p + 1 < T; ++p) {
-    const float* row = x + p * V;
-    double mx = row[0];
-    for (int64_t v = 0; v < V; ++v) mx = std::max<double>(mx, row[v]);
-    double s = 0;
-    for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - mx);
-    out.push_back(row[prompt[p + 1]] - mx - std::log(s));
-  }
-  return out;
-}
-
 std::shared_ptr<const SchedRequestParams> params(std::optional<int> prompt_logprobs) {
   SchedRequestParams p{.max_tokens = 8, .ignore_eos = true,
                        .sampling = {.temperature = 0.f, .max_tokens = 8, .ignore_eos = true, .seed = 0,
@@ -48,7 +29,7 @@ std::shared_ptr<const SchedRequestParams> params(std::optional<int> prompt_logpr
 TEST(PromptLogprobs, RunnerReportsEachPromptTokenOnceAcrossChunksBesideSampledRows) {
   const testing::EngineFixture f = testing::load_engine_fixture("llama");
   const std::vector<int32_t>& prompt = f.greedy_prompt;  // 5 tokens
-  const std::vector<double> want = dense_prompt_logprobs(*f.model, prompt);
+  const std::vector<double> want = testing::dense_prompt_logprobs(*f.model, prompt);
   ModelRunner runner(*f.model, {.n_blocks = 6});
   constexpr uint64_t kA = 1, kB = 2, kC = 3;  // A asks (choice 0); B does not; C asks but is choice 1
 
@@ -91,7 +72,7 @@ TEST(PromptLogprobs, EngineSendsThemWithChoiceZerosFirstTokenPastAWarmPrefixCach
   const testing::EngineFixture f = testing::load_engine_fixture("llama");
   const std::vector<int32_t> prompt = testing::varied_prompts(6, 40, f.model->config().vocab_size, 3).back();
   ASSERT_GE(prompt.size(), 33u);  // two full blocks of 16 the cache can serve
-  const std::vector<double> want = dense_prompt_logprobs(*f.model, prompt);
+  const std::vector<double> want = testing::dense_prompt_logprobs(*f.model, prompt);
   // Chunks of 8 tokens.
   Engine engine(*f.model, {.scheduler = {.max_num_batched_tokens = 24, .max_num_partial_prefills = 2,
                                          .long_prefill_token_threshold = 8}});

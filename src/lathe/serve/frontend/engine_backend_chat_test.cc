@@ -15,10 +15,6 @@ namespace {
 using testing::BackendFixture;
 using testing::BackendResult;
 
-#define LATHE_NEED_TOKENIZER()                                                                        \
-  if (testing::qwen3_text_model_dir().empty())                                                        \
-  GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root()
-
 const nlohmann::json kMessages = nlohmann::json::array(
     {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Name a colour."}}});
 

@@ -22,10 +22,6 @@ namespace {
 using testing::BackendFixture;
 using testing::BackendResult;
 
-#define LATHE_NEED_TOKENIZER()                                                                        \
-  if (testing::qwen3_text_model_dir().empty())                                                        \
-  GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root()
-
 std::optional<ApiError> refusal(BackendFixture& f, const nlohmann::json& body) {
   try {
     f.run(body);

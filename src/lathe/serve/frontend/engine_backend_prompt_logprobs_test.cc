@@ -10,6 +10,7 @@
 
 #include "lathe/autograd/node.h"
 #include "lathe/serve/frontend/engine_backend.h"
+#include "lathe/serve/engine/engine_test_util.h"
 #include "lathe/serve/frontend/frontend_test_util.h"
 #include "lathe/serve/http/api_error.h"
 
@@ -19,29 +20,8 @@ namespace {
 using testing::BackendFixture;
 using testing::BackendResult;
 
-#define LATHE_NEED_TOKENIZER()                                                                        \
-  if (testing::qwen3_text_model_dir().empty())                                                        \
-  GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root()
-
 // f32 logits through paged vs dense attention differ by a few ulps of their sums: far below this.
 constexpr double kTol = 1e-4;
-
-// log p(prompt[p + 1] | prompt[0..p]) for p = 0..T-2 from one dense forward.
-std::vector<double> dense_prompt_logprobs(const Model& m, const std::vector<int32_t>& prompt) {
-  NoGradGuard no_grad;
-  const auto T = static_cast<int64_t>(prompt.size());
-  const Tensor logits = m.forward(Tensor::from_data_i32({1, T}, prompt));  // [1, T, V]
-  const int64_t V = m.config().vocab_size;
-  std::vector<double> out;
-  for (int64_t p = 0; p + 1 < T; ++p) {
-    const float* row = logits.data<float>() + p * V;
-    const double mx = *std::max_element(row, row + V);
-    double s = 0;
-    for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - mx);
-    out.push_back(row[prompt[p + 1]] - mx - std::log(s));
-  }
-  return out;
-}
 
 // Checks one choice's prompt logprobs against the prompt and the dense reference, with k alternatives.
 void expect_prompt_logprobs(const std::vector<PromptPositionLogprobs>& got, const std::vector<int32_t>& prompt,
@@ -75,7 +55,7 @@ TEST(EngineBackendPromptLogprobs, EveryChoiceOfEveryPromptReportsItsPromptOnce) 
   ASSERT_FALSE(r.error) << r.error->message;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const std::vector<int32_t> ids = f.encode(prompts[p]);
-    const std::vector<double> want = dense_prompt_logprobs(*f.model, ids);
+    const std::vector<double> want = testing::dense_prompt_logprobs(*f.model, ids);
     for (int c = 0; c < 2; ++c) {
       const int index = static_cast<int>(p) * 2 + c;
       ASSERT_TRUE(r.prompt_logprobs.count(index)) << "choice " << index;

@@ -20,10 +20,6 @@ using testing::BackendFixture;
 using testing::BackendResult;
 using testing::EventCollector;
 
-#define LATHE_NEED_TOKENIZER()                                                                        \
-  if (testing::qwen3_text_model_dir().empty())                                                        \
-  GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root()
-
 // The ApiError a request body is refused with (at parse or at submit), or nullopt when it is accepted.
 std::optional<ApiError> refusal(BackendFixture& f, const nlohmann::json& body) {
   try {

@@ -21,6 +21,11 @@
 #include "lathe/serve/frontend/engine_backend.h"
 #include "lathe/serve/http/parse_request.h"
 
+// Skips a test when the real Qwen3 tokenizer is absent (`make setup` fetches it); inside lathe::serve.
+#define LATHE_NEED_TOKENIZER()                                                                        \
+  if (testing::qwen3_text_model_dir().empty())                                                        \
+  GTEST_SKIP() << "no qwen3 tokenizer under " << testing::tokenizers_root()
+
 namespace lathe::testing {
 
 inline constexpr int64_t kTestMaxModelLen = 128;  // short, so chat's default max_tokens (the rest) stays cheap
