@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The PyTorch side of bench/train_step_bench.cc: one training step, forward + cross-entropy + backward, no
 optimizer, fp32, random init and random token ids, in self-written nn.Modules of the same architectures.
+--optimizer adds clipping and AdamW; --lora-rank R trains LoRA adapters instead of every weight.
 
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \\
     LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
@@ -10,8 +11,15 @@ optimizer, fp32, random init and random token ids, in self-written nn.Modules of
   llama110m  Llama-style 110M (dim 768, 12 layers, 12 heads, ffn 2048, vocab 32000): RMSNorm, SwiGLU,
              RoPE (theta 1e4), no biases, tied head
 
+LoRA (--lora-rank R, --lora-alpha, default 32), as PEFT's lora.Linear and train_step_bench.cc --lora_rank:
+every Linear of the decoder layers (all-linear: Llama's q, k, v, o, gate, up, down; GPT-2's c_attn, c_proj,
+c_fc, mlp c_proj) becomes base(x) + alpha/R * B(A(x)), A kaiming-uniform(a=sqrt(5)), B = 0, no dropout; every
+base parameter has requires_grad False; with --optimizer, clipping and AdamW (decay 0.1) see the adapters only.
+
 Warm-up steps, then the median of --steps steps; prints one JSON line. FLOPs per step use the same formula
-as train_step_bench.cc: 6 * N * B*T + 12 * L * T * C * B*T (N = parameters, tied embedding once).
+as train_step_bench.cc: 6 * N * B*T + 12 * L * T * C * B*T (N = parameters, tied embedding once); with LoRA
+(4 * N + 6 * N_lora) * B*T + 12 * L * T * C * B*T (the frozen base has no weight gradient).
+"peak_rss_mib" is resource.getrusage's ru_maxrss after the timed steps (the whole process).
 Needs Debian python3-torch with libopenblas0-openmp: without OpenBLAS, torch falls back to the reference
 BLAS and is ~12x slower (the JSON's "blas" field says which library was loaded). OpenBLAS picks its kernel
 for the CPU itself; "openblas_corename" (openblas_get_corename() of the loaded library) says which it chose.
@@ -23,6 +31,7 @@ import ctypes
 import json
 import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -150,6 +159,34 @@ class Llama(nn.Module):
         return F.linear(self.norm(x), self.embed_tokens.weight)  # tied head
 
 
+# --- LoRA -------------------------------------------------------------------------------------------
+class LoraLinear(nn.Module):
+    """PEFT's lora.Linear without dropout: base(x) + scaling * lora_B(lora_A(x)), scaling = alpha / r."""
+
+    def __init__(self, base, r, alpha):
+        super().__init__()
+        self.base, self.scaling = base, alpha / r
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))  # PEFT's init_lora_weights=True
+        nn.init.zeros_(self.lora_B.weight)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+def add_lora(model, r, alpha):
+    """Freezes every parameter, then wraps each Linear of the decoder layers (PEFT's all-linear); returns
+    the adapter parameters, the only ones that train."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for blk in model.blocks if hasattr(model, "blocks") else model.layers:
+        for name, child in list(blk.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(blk, name, LoraLinear(child, r, alpha))
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def embeddings(model):
     return [model.wte.weight, model.wpe.weight] if hasattr(model, "wte") else [model.embed_tokens.weight]
 
@@ -188,6 +225,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--optimizer", action="store_true",
                     help="a full training step: + global-norm clipping (1.0) and AdamW (decay 0.1 on matrices)")
+    ap.add_argument("--lora-rank", type=int, default=0, help="train LoRA adapters of this rank on all linears")
+    ap.add_argument("--lora-alpha", type=float, default=32.0)
     a = ap.parse_args()
     seq = a.seq or (64 if a.model == "gpt2" else 256)
 
@@ -196,13 +235,18 @@ def main():
     s = SHAPES[a.model]
     model = (Gpt2 if a.model == "gpt2" else Llama)(s).float().train()
     n_params = sum(p.numel() for p in model.parameters())  # tied: the shared tensor counts once
+    lora = add_lora(model, a.lora_rank, a.lora_alpha) if a.lora_rank > 0 else None
+    n_lora = sum(p.numel() for p in lora) if lora else 0
     ids = torch.randint(0, s["vocab"], (a.batch, seq))
     blas = loaded_blas()
     if not any("openblas" in b for b in blas):
         print(f"torch_train_step.py: warning: OpenBLAS not loaded ({blas}); install libopenblas0-openmp", file=sys.stderr)
 
     opt = None
-    if a.optimizer:
+    trained = lora if lora else list(model.parameters())
+    if a.optimizer and lora:  # as lathe's lora_optim_params: every adapter matrix decays
+        opt = torch.optim.AdamW(lora, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    elif a.optimizer:
         emb = {id(t) for t in embeddings(model)}  # as lathe: no decay on embeddings, norms and biases
         decay = [p for p in model.parameters() if p.dim() >= 2 and id(p) not in emb]
         no_decay = [p for p in model.parameters() if not (p.dim() >= 2 and id(p) not in emb)]
@@ -215,7 +259,7 @@ def main():
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
         loss.backward()
         if opt is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trained, 1.0)
             opt.step()
         return loss.item()
 
@@ -229,13 +273,16 @@ def main():
         cpu.append(time.process_time() - c0)  # CPU seconds of all threads
     med = statistics.median(times)
     tokens = a.batch * seq
-    flops = 6.0 * n_params * tokens + 12.0 * s["n_layers"] * seq * s["dim"] * tokens
+    weights = 4.0 * n_params + 6.0 * n_lora if lora else 6.0 * n_params
+    flops = weights * tokens + 12.0 * s["n_layers"] * seq * s["dim"] * tokens
     print(json.dumps({
         "impl": "pytorch", "torch": torch.__version__, "optimizer": a.optimizer, "model": a.model, "threads": a.threads,
         "torch_threads": torch.get_num_threads(), "batch": a.batch, "seq": seq, "params": n_params,
+        "lora_rank": a.lora_rank, "lora_alpha": a.lora_alpha if lora else None, "lora_params": n_lora,
         "steps": a.steps, "step_s": times, "median_step_s": med,
         "cpu_s": cpu, "median_cpu_s": statistics.median(cpu), "tokens_per_s": tokens / med,
-        "gflops_per_step": flops / 1e9, "gflop_per_s": flops / med / 1e9, "blas": blas,
+        "gflops_per_step": flops / 1e9, "gflop_per_s": flops / med / 1e9,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "blas": blas,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto"),
         "openblas_corename": openblas_corename(blas),
