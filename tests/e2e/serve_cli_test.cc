@@ -38,6 +38,26 @@ std::vector<std::string> sse_payloads(const std::string& body) {
   return out;
 }
 
+// The value of a counter of model "tiny" in a /metrics body (-1: absent).
+double counter_value(const std::string& body, const std::string& name) {
+  const std::string key = name + "{model_name=\"tiny\"} ";
+  const size_t at = body.find(key);
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + key.size()));
+}
+
+// GET /metrics until the counter `name` reaches `at_least` (up to 20 s): the engine loop publishes its
+// metrics after each turn, so a response can reach the client before the metrics of its last step.
+httplib::Result metrics_with(httplib::Client& cli, const std::string& name, double at_least) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    httplib::Result res = cli.Get("/metrics");
+    if (!res || res->status != 200 || counter_value(res->body, name) >= at_least ||
+        std::chrono::steady_clock::now() > deadline)
+      return res;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 class ServeCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -130,8 +150,7 @@ TEST_F(ServeCli, ServesCompletionsChatHealthModelsMetricsAndDrainsOnSigterm) {
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(res->body.find("context_length_exceeded"), std::string::npos) << res->body;
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the engine loop's next metrics publish
-  auto metrics = cli.Get("/metrics");
+  auto metrics = metrics_with(cli, "vllm:generation_tokens_total", 9);
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   EXPECT_NE(metrics->body.find("vllm:generation_tokens_total{model_name=\"tiny\"} 9"), std::string::npos) << metrics->body;
@@ -175,13 +194,6 @@ TEST_F(ServeCli, SigtermLetsTheRequestInFlightFinish) {
   EXPECT_NE(read_file(log_).find("1 requests in flight"), std::string::npos) << read_file(log_);
 }
 
-// The value of a counter of model "tiny" in a /metrics body (-1: absent).
-double counter_value(const std::string& body, const std::string& name) {
-  const std::string key = name + "{model_name=\"tiny\"} ";
-  const size_t at = body.find(key);
-  return at == std::string::npos ? -1 : std::stod(body.substr(at + key.size()));
-}
-
 // The same 80-token prompt twice: its full blocks come from the prefix cache the second time, unless
 // --no-enable-prefix-caching turned it off (the A/B switch of the cost at a 0% hit rate).
 TEST_F(ServeCli, NoEnablePrefixCachingTurnsTheCacheOff) {
@@ -201,8 +213,8 @@ TEST_F(ServeCli, NoEnablePrefixCachingTurnsTheCacheOff) {
       ASSERT_TRUE(res);
       ASSERT_EQ(res->status, 200) << res->body;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the engine loop's next metrics publish
-    auto metrics = cli.Get("/metrics");
+    // Both requests' tokens are counted: the second's prefix-cache hits are in the same snapshot.
+    auto metrics = metrics_with(cli, "vllm:generation_tokens_total", 4);
     ASSERT_TRUE(metrics);
     const double hits = counter_value(metrics->body, "vllm:prefix_cache_hits_total");
     if (caching) EXPECT_GE(hits, 64) << metrics->body;  // 4 full blocks of 16 at least

@@ -105,15 +105,18 @@ TEST(Engine, PreemptionsAreLogged) {
 TEST(Engine, AbortEndsTheRequestAndFreesItsBlocks) {
   Model& m = *llama().model;
   Engine engine(m, {});
-  const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 100));
+  // The loop is held on the first token while the abort is queued: the tiny model would otherwise
+  // finish all 100 tokens before a late-scheduled test thread aborts (a race on a loaded machine).
+  testing::LoopHold held(engine, testing::greedy_request(llama().greedy_prompt, 100));
   const Submission other = engine.submit(testing::greedy_request({5, 6, 7}, 5));
-  ASSERT_TRUE(s.stream->next().has_value());  // it runs: abort at once (waiting for a metrics publish here
-                                              // let a fast CPU finish all 100 tokens first)
-  engine.abort(s.request_id);
+  engine.abort(held.request_id());
   engine.abort(12345);  // unknown: ignored
-  const Completion rest = read_all(*s.stream);
-  EXPECT_EQ(rest.finish.at(0), FinishReason::kAbort);
-  EXPECT_LT(rest.tokens.count(0) ? rest.tokens.at(0).size() : 0, 99u);
+  held.release();
+  const Completion c = read_all(held.stream());
+  ASSERT_EQ(c.outputs.size(), 2u) << "the first token, then the abort at the loop's next turn";
+  EXPECT_TRUE(c.outputs[0].token.has_value());
+  EXPECT_FALSE(c.outputs[1].token.has_value());
+  EXPECT_EQ(c.finish.at(0), FinishReason::kAbort);
   EXPECT_EQ(read_all(*other.stream).finish.at(0), FinishReason::kLength);
   const EngineMetrics after = settled_metrics(engine);
   EXPECT_EQ(after.core.kv_blocks_used, 0);
@@ -228,10 +231,32 @@ TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {
 TEST(Engine, StopWithoutDrainAbortsInFlightRequests) {
   Model& m = *llama().model;
   Engine engine(m, {});
-  const Submission s = engine.submit(testing::greedy_request(llama().greedy_prompt, 120));
-  ASSERT_TRUE(s.stream->next().has_value());
-  engine.stop(/*drain=*/false);
-  EXPECT_EQ(read_all(*s.stream).finish.at(0), FinishReason::kAbort);
+  // As above, the loop is held on the first token until stop(false) has closed the engine, so the stop
+  // reaches the loop's next turn while the request still runs. stop() closes, then joins the loop: the
+  // close is seen as a refused submit; the requests accepted before it come in that same turn.
+  testing::LoopHold held(engine, testing::greedy_request(llama().greedy_prompt, 120));
+  std::thread stopper([&engine] { engine.stop(/*drain=*/false); });
+  std::vector<Submission> late;
+  for (;;) {
+    try {
+      late.push_back(engine.submit(testing::greedy_request({1, 2}, 4)));
+    } catch (const EngineUnavailable&) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // paces the polling only
+  }
+  held.release();
+  stopper.join();
+  const Completion c = read_all(held.stream());
+  ASSERT_EQ(c.outputs.size(), 2u) << "the first token, then the abort at the loop's next turn";
+  EXPECT_TRUE(c.outputs[0].token.has_value());
+  EXPECT_EQ(c.finish.at(0), FinishReason::kAbort);
+  for (Submission& s : late) {
+    const Completion l = read_all(*s.stream);
+    EXPECT_EQ(l.finish.at(0), FinishReason::kAbort);
+    EXPECT_EQ(l.tokens.count(0), 0u) << "admitted and aborted in the stop's turn, before any step";
+  }
+  EXPECT_FALSE(engine.alive());
 }
 
 TEST(Engine, HealthProbeAnswersWhileIdleAndWhileServing) {

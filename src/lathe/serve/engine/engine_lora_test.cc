@@ -162,15 +162,21 @@ TEST(EngineLora, UnloadWhileARequestRunsLetsItFinishWithTheAdapter) {
   const int n = 100;
   std::mutex mu;
   std::condition_variable cv;
-  bool started = false, release = false, done = false;
+  bool started = false, release = false, unloaded = false, done = false;
   std::vector<int32_t> tokens;
   engine.submit(lora_request(prompt, n, a), [&](const EngineOutput& o) {
     std::unique_lock lock(mu);
     if (o.token) tokens.push_back(*o.token);
-    if (!started) {  // hold the loop after the first token, until the unload call is queued
+    if (!started) {  // hold the loop after the first token, until the unloader thread runs
       started = true;
       cv.notify_all();
       cv.wait(lock, [&] { return release; });
+    } else if (!unloaded) {
+      // Pace the request until the unload has run: Engine::unload_lora gives no sign that its call is
+      // queued, and the tiny model would finish all its tokens before a late-scheduled unloader thread.
+      // Each token waits at most 50 ms (the call runs between steps, so the wait ends only by timeout
+      // until then); the unload must come within 100 * 50 ms, not within one sleep.
+      cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return unloaded; });
     }
     if (o.finish) {
       done = true;
@@ -182,13 +188,18 @@ TEST(EngineLora, UnloadWhileARequestRunsLetsItFinishWithTheAdapter) {
     cv.wait(lock, [&] { return started; });
   }
   int64_t in_use = -1;
-  std::thread unloader([&] { in_use = engine.unload_lora("a"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the call is queued behind the held loop
-  {
+  std::thread unloader([&] {
+    {
+      std::lock_guard lock(mu);
+      release = true;
+      cv.notify_all();
+    }
+    const int64_t u = engine.unload_lora("a");
     std::lock_guard lock(mu);
-    release = true;
+    in_use = u;
+    unloaded = true;
     cv.notify_all();
-  }
+  });
   unloader.join();
   EXPECT_EQ(in_use, 1) << "the running request still uses it";
   EXPECT_FALSE(engine.find_lora("a"));

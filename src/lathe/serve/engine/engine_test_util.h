@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,6 +79,48 @@ inline Completion read_all(OutputStream& s) {
 inline EngineRequest greedy_request(std::vector<int32_t> prompt, int max_tokens) {
   return {.prompt = std::move(prompt), .sampling = {.temperature = 0.f, .max_tokens = max_tokens, .ignore_eos = true}};
 }
+
+// Holds the engine loop on a request's first output, on the engine thread, until release(): what the test
+// queues meanwhile (an abort, a stop) is taken at the loop's next turn, before the request's next step,
+// however fast the model runs and however late the test thread is scheduled (a loaded CI machine).
+class LoopHold {
+ public:
+  // Submits `r` (its outputs go to stream()) and returns once the loop is held on its first output.
+  LoopHold(Engine& engine, EngineRequest r) : state_(std::make_shared<State>(r.sampling.n)) {
+    request_id_ = engine.submit(std::move(r), [s = state_](const EngineOutput& o) {
+      s->stream.push(o);
+      std::unique_lock lock(s->mu);
+      if (s->held) return;
+      s->held = true;
+      s->cv.notify_all();
+      s->cv.wait(lock, [&] { return s->released; });
+    });
+    std::unique_lock lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->held; });
+  }
+  ~LoopHold() { release(); }  // before the Engine's destructor joins the loop (declare the hold after it)
+  LoopHold(const LoopHold&) = delete;
+  LoopHold& operator=(const LoopHold&) = delete;
+
+  void release() {
+    std::lock_guard lock(state_->mu);
+    state_->released = true;
+    state_->cv.notify_all();
+  }
+  uint64_t request_id() const { return request_id_; }
+  OutputStream& stream() { return state_->stream; }  // the first output is already in it
+
+ private:
+  struct State {  // shared with the callback, which the engine may call after the hold is gone
+    explicit State(int n) : stream(n) {}
+    OutputStream stream;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false, released = false;
+  };
+  std::shared_ptr<State> state_;
+  uint64_t request_id_ = 0;
+};
 
 // `n` prompts of lengths cycling through 1..max_len, ids drawn from the vocabulary with a fixed key.
 inline std::vector<std::vector<int32_t>> varied_prompts(int n, int max_len, int64_t vocab, uint64_t key) {

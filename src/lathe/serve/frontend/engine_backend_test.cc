@@ -257,11 +257,13 @@ TEST(EngineBackend, AbortEndsTheRequestAndFreesItsKvBlocks) {
   LATHE_NEED_TOKENIZER();
   BackendFixture f(testing::qwen3_text_model_dir());
   EventCollector c;
+  c.hold_first();  // else the model may finish its 100 tokens before a late-scheduled abort
   GenerationRequest g = f.request({{"prompt", "A long story"}, {"max_tokens", 100}, {"ignore_eos", true}, {"stream", true}});
   const std::string id = g.request_id;
   f.backend->submit(std::move(g), c.callback());
   ASSERT_TRUE(c.wait_first());
   f.backend->abort(id);
+  c.release();
   const BackendResult r = c.wait();
   EXPECT_EQ(r.finish.at(0), "abort");
   EXPECT_LT(r.usage.completion_tokens, 100);
@@ -283,7 +285,8 @@ TEST(EngineBackend, LimitsHealthAndMetrics) {
   EXPECT_EQ(f.backend->limits().vocab_size, 151936);
   EXPECT_TRUE(f.backend->healthy());
   f.run({{"prompt", "Count me"}, {"max_tokens", 2}, {"ignore_eos", true}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the loop's next metrics publish
+  // A probe answered: the loop has published the metrics of its turn before it (Engine::healthy).
+  ASSERT_TRUE(f.engine->healthy());
   const std::string metrics = f.backend->metrics_text();
   EXPECT_NE(metrics.find("vllm:generation_tokens_total{model_name=\"m\"} 2"), std::string::npos) << metrics;
   f.engine->stop(false);

@@ -47,7 +47,7 @@ class EventCollector {
  public:
   serve::OutputCallback callback() {
     return [this](serve::GenerationOutput out) {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
       EXPECT_FALSE(result_.events.size() && result_.events.back().finished) << "an event after the finished one";
       for (const serve::ChoiceDelta& d : out.choices) {
         result_.text[d.index] += d.text;
@@ -65,8 +65,18 @@ class EventCollector {
       }
       result_.events.push_back(std::move(out));
       cv_.notify_all();
+      if (hold_ && result_.events.size() == 1) cv_.wait(lock, [&] { return !hold_; });
     };
   }
+  // Holds the engine loop on the first event (in the callback, on the engine thread) until release():
+  // an abort queued meanwhile reaches the loop's next turn, before the request's next step.
+  void hold_first() { hold_ = true; }
+  void release() {
+    std::lock_guard lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+  ~EventCollector() { release(); }
   // Waits for the finished event (a failed test after `timeout`).
   BackendResult wait(std::chrono::seconds timeout = std::chrono::seconds(20)) {
     std::unique_lock lock(mu_);
@@ -84,6 +94,7 @@ class EventCollector {
   std::mutex mu_;
   std::condition_variable cv_;
   BackendResult result_;
+  bool hold_ = false;
 };
 
 struct BackendFixture {

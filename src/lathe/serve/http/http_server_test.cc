@@ -330,8 +330,19 @@ TEST_F(HttpServerTest, DrainRefusesNewWorkAndFinishesInFlight) {
   });
   while (backend_.n_submitted() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_->begin_drain();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the acceptor closes on the I/O thread
-  EXPECT_THROW(request(port_, http::verb::get, "/health", ""), boost::system::system_error);  // refused
+  // The acceptor closes on the I/O thread, some time after begin_drain: until then a connection is still
+  // accepted (and answered 503), so try until one is refused rather than after a fixed sleep.
+  bool refused = false;
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !refused && std::chrono::steady_clock::now() < deadline;) {
+    try {
+      request(port_, http::verb::get, "/health", "");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (const boost::system::system_error&) {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << "the draining server still accepts connections";
   EXPECT_TRUE(server_->wait_idle(std::chrono::seconds(10)));
   client.join();
   server_->stop();
