@@ -69,24 +69,22 @@ void EngineCore::release_lora(uint64_t request_id) {
   if (--it->second.open == 0) lora_holds_.erase(it);
 }
 
-std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
+std::vector<EngineOutput> EngineCore::ended_outside_a_step(const std::vector<SeqOutput>& ended, FinishReason reason) {
   std::vector<EngineOutput> outs;
-  for (const SeqOutput& o : scheduler_.abort_request(request_id)) {
+  for (const SeqOutput& o : ended) {
     prompt_logprobs_.erase(o.seq_id);
-    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = FinishReason::kAbort});
+    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = reason});
     release_lora(o.request_id);
   }
   return outs;
 }
 
+std::vector<EngineOutput> EngineCore::abort_request(uint64_t request_id) {
+  return ended_outside_a_step(scheduler_.abort_request(request_id), FinishReason::kAbort);
+}
+
 std::vector<EngineOutput> EngineCore::finish_choice(uint64_t request_id, int index, FinishReason reason) {
-  std::vector<EngineOutput> outs;
-  for (const SeqOutput& o : scheduler_.finish_choice(request_id, index, reason)) {
-    prompt_logprobs_.erase(o.seq_id);
-    outs.push_back({.request_id = o.request_id, .index = o.index, .finish = o.finish});
-    release_lora(o.request_id);
-  }
-  return outs;
+  return ended_outside_a_step(scheduler_.finish_choice(request_id, index, reason), reason);
 }
 
 ServedLora EngineCore::add_lora(const std::string& name, const std::string& path, LoraFolder folder) {

@@ -75,6 +75,9 @@ class EngineCore {
  private:
   // A choice of request_id ended: its adapter (if any) is released once per choice.
   void release_lora(uint64_t request_id);
+  // Choices the scheduler ended between steps (an abort, a choice the frontend finished): one output each
+  // with `reason` and no token; their pending prompt logprobs dropped and their adapter released.
+  std::vector<EngineOutput> ended_outside_a_step(const std::vector<SeqOutput>& ended, FinishReason reason);
 
   const Model& model_;
   SchedulerConfig sched_config_;
