@@ -38,8 +38,10 @@ namespace {
 
 constexpr int kRows = 4;       // W rows per tile (4 x kGemvGroup accumulators)
 constexpr int kJb = 8;         // W rows per block of the tiled path (m >= 8)
-constexpr int64_t kKc = 512;   // K chunk of the tiled path: a multiple of both steps (256 -> 512: M = 8 and 16
-                               // from DRAM +15-25% on Zen 5; 1024 no better; x chunk 16-32 KiB, W 8 KiB)
+// K chunk of the tiled path, a multiple of both steps: x's chunk (16-32 KiB at m = 8-16) and W's (8 KiB)
+// stay in a 48 KiB L1d. 512 rather than 256 measured faster at m = 8 and 16 on Zen 5 in one window and level
+// in another (docs/benchmarks.md, 2026-12-03); 1024 no better.
+constexpr int64_t kKc = 512;
 
 // Columns of k per step: one 64-byte line of a W row.
 template <class TW>
@@ -76,7 +78,7 @@ LATHE_AVX512 inline void dot_step(const float* x, int64_t ldx, const TW* w, int6
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       xv[i] = _mm512_maskz_loadu_ps(part, x + i * ldx + h);
-      if constexpr (M + M * R + 2 <= 32) keep_in_register(xv[i]);
+      if constexpr (M + M * R + 2 <= 32) keep_in_register(xv[i]);  // x, the sums, W and its mask: 32 zmm
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
