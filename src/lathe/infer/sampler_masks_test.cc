@@ -16,6 +16,7 @@
 #include "lathe/base/context.h"
 #include "lathe/base/error.h"
 #include "lathe/infer/sampler.h"
+#include "lathe/infer/sampler_test_util.h"
 
 namespace lathe {
 namespace {
@@ -212,11 +213,7 @@ TEST(SamplerMasks, NoAllocationOnceWarm) {
   Sampler sampler(V);
   std::vector<SampledToken> out(rows.size());
   sampler.sample(logits.data(), rows, out);  // warms the scratch
-  auto footprint = [&] {
-    size_t b = sampler.heap_bytes();
-    for (const SamplingState& s : states) b += s.heap_bytes();
-    return b;
-  };
+  auto footprint = [&] { return sampler_heap_footprint(sampler, states); };
   const size_t before = footprint();
   for (int t = 1; t < 40; ++t) sampler.sample(logits.data(), rows, out);
   EXPECT_EQ(footprint(), before);

@@ -2,6 +2,7 @@
 // values computed here from the formula), the order of application, greedy ties, min_tokens, logprobs,
 // reproducibility whatever the batch, the sampled distribution, and no allocation once warm.
 #include "lathe/infer/sampler.h"
+#include "lathe/infer/sampler_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -478,11 +479,7 @@ TEST(Sampler, NoAllocationOnceWarm) {
   std::vector<float> logits(rows.size() * static_cast<size_t>(V));
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(0.37f * static_cast<float>(i));
   sampler.sample(logits.data(), rows, out);  // warms the scratch
-  auto footprint = [&] {
-    size_t b = sampler.heap_bytes();
-    for (const SamplingState& s : states) b += s.heap_bytes();
-    return b;
-  };
+  auto footprint = [&] { return sampler_heap_footprint(sampler, states); };
   const size_t before = footprint();
   const TopLogprob* top_before = nullptr;
   for (int t = 1; t < 60; ++t) {
