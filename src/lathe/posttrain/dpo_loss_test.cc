@@ -25,6 +25,7 @@ namespace {
 using nlohmann::json;
 
 using testing::posttrain_reference;
+using testing::metric;
 json dpo_reference() { return posttrain_reference().at("dpo"); }
 
 std::vector<PreferencePair> fixture_pairs(const json& ref) {
@@ -56,13 +57,6 @@ RefLogps reference_of(const Model& m, const std::vector<PreferencePair>& pairs) 
     r.rejected.push_back(rj);
   }
   return r;
-}
-
-double metric(const train::ObjectiveResult& r, const std::string& name) {
-  for (const auto& [k, v] : r.metrics)
-    if (k == name) return v;
-  ADD_FAILURE() << "no metric " << name;
-  return 0;
 }
 
 // Tolerances as tests/models/parity_test.cc: loss and log-probs 1e-5 relative, gradients 1e-3 relative (norm).

@@ -15,6 +15,7 @@ namespace lathe::posttrain {
 namespace {
 
 using nlohmann::json;
+using testing::metric;
 
 double sig(double x) { return 1 / (1 + std::exp(-x)); }
 
@@ -41,13 +42,6 @@ std::vector<int64_t> all_ids(const UnpairedExamples& d) {
   std::vector<int64_t> ids(d.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
   return ids;
-}
-
-double metric(const train::ObjectiveResult& r, const std::string& name) {
-  for (const auto& [k, v] : r.metrics)
-    if (k == name) return v;
-  ADD_FAILURE() << "no metric " << name;
-  return 0;
 }
 
 TEST(KtoLoss, ExampleLossIsTheFormulaWithFiniteDifferenceDerivative) {

@@ -2,6 +2,8 @@
 // tests/fixtures/posttrain (reference.json) as a policy, and token sequences from its JSON.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "lathe/ops/gradcheck.h"
 #include "lathe/posttrain/example_encoder.h"
 #include "lathe/train/lora_params.h"
+#include "lathe/train/objective.h"
 
 namespace lathe::testing {
 
@@ -90,6 +93,14 @@ inline DirectionalDerivative directional_derivative(LoraAdapters& lora, const st
   r.numeric = (loss_at(h) - loss_at(-h)) / (2 * h);
   loss_at(0);
   return r;
+}
+
+// The value of the objective metric `name` in `r` (a test failure when it is missing).
+inline double metric(const train::ObjectiveResult& r, const std::string& name) {
+  for (const auto& [k, v] : r.metrics)
+    if (k == name) return v;
+  ADD_FAILURE() << "no metric " << name;
+  return 0;
 }
 
 }  // namespace lathe::testing
