@@ -19,9 +19,17 @@
 #include <thread>
 #include <utility>
 
+#include "lathe/train/byte_tokenizer.h"
+
 extern "C" char** environ;
 
 namespace lathe::testing {
+
+// dir, after writing a byte-level tokenizer into dir/tokenizer (the fine-tuning recipes' data.tokenizer).
+inline std::string tokenizer_in(const std::string& dir) {
+  train::write_byte_level_tokenizer(dir + "/tokenizer");
+  return dir;
+}
 
 inline std::string lathe_bin() {
   const char* b = std::getenv("LATHE_BIN");

@@ -13,22 +13,18 @@
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
-#include "lathe/train/byte_tokenizer.h"
 #include "lathe/train/test_metrics.h"
 
 namespace lathe {
 namespace {
+
+using testing::tokenizer_in;
 
 namespace fs = std::filesystem;
 
 std::string dpo_args(const std::string& dir, const std::string& run, int steps) {
   return "dpo recipes/dpo/tiny.yaml dpo.tokenizer=" + dir + "/tokenizer run.dir=" + dir + "/" + run +
          " run.threads=2 schedule.steps=" + std::to_string(steps) + " checkpoint.every=10";
-}
-
-std::string tokenizer_in(const std::string& dir) {
-  train::write_byte_level_tokenizer(dir + "/tokenizer");
-  return dir;
 }
 
 using testing::step_metric;

@@ -14,11 +14,12 @@
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/models/model.h"
-#include "lathe/train/byte_tokenizer.h"
 #include "lathe/train/test_metrics.h"
 
 namespace lathe {
 namespace {
+
+using testing::tokenizer_in;
 
 namespace fs = std::filesystem;
 
@@ -26,11 +27,6 @@ namespace fs = std::filesystem;
 std::string sft_args(const std::string& dir, const std::string& run, int steps) {
   return "sft recipes/sft/tiny.yaml sft.tokenizer=" + dir + "/tokenizer run.dir=" + dir + "/" + run +
          " run.threads=2 schedule.steps=" + std::to_string(steps) + " checkpoint.every=10";
-}
-
-std::string tokenizer_in(const std::string& dir) {
-  train::write_byte_level_tokenizer(dir + "/tokenizer");
-  return dir;
 }
 
 // The summed losses of a run's first and last 5 steps.
