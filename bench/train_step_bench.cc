@@ -241,6 +241,10 @@ void register_model(const std::string& label, const std::string& dir, int64_t B,
           for (auto _ : st) train_step(tr, ids);
           perf_control("disable\n");
           st.counters["peak_RSS_MiB"] = peak_rss_mib();
+          // Tensor blocks of >= 1 MiB: the most live at once, and freed ones kept for reuse (also in the RSS).
+          const lathe::AllocatorStats as = (*ctx_slot)->alloc.stats();
+          st.counters["peak_live_MiB"] = static_cast<double>(as.peak_live_bytes) / (1 << 20);
+          st.counters["cached_MiB"] = static_cast<double>(as.cached_bytes) / (1 << 20);
           st.counters["tokens/s"] =
               benchmark::Counter(static_cast<double>(B * T), benchmark::Counter::kIsIterationInvariantRate);
           st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);

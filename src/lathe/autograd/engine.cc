@@ -61,8 +61,18 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 void record(Tensor& output, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  node->output_shape = output.shape();
   node->inputs.reserve(inputs.size());
-  for (Tensor& t : inputs) node->inputs.push_back(t.defined() && t.requires_grad() ? t.impl_ptr() : nullptr);
+  for (Tensor& t : inputs) {
+    GradEdge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn())
+        e.node = t.grad_fn();
+      else
+        e.leaf = t.impl_ptr();
+    }
+    node->inputs.push_back(std::move(e));
+  }
   node->backward = std::move(backward);
   output.impl()->grad_fn = std::move(node);
   output.impl()->requires_grad = true;
@@ -89,51 +99,57 @@ void backward(const Tensor& loss, const Tensor& grad_loss) {
   LATHE_CHECK_ARG(loss.requires_grad(), "[backward] the tensor does not require grad (no recorded graph)");
   NoGradGuard no_grad;  // gradient rules compose ops; they must not record
 
+  // A gradient's destination is keyed by its node, or by the leaf for a leaf.
+  auto key = [](const GradEdge& e) -> const void* {
+    return e.node ? static_cast<const void*>(e.node.get()) : static_cast<const void*>(e.leaf.get());
+  };
+  const GradEdge root = loss.grad_fn() ? GradEdge{.node = loss.grad_fn()} : GradEdge{.leaf = loss.impl_ptr()};
+
   // Reverse topological order of the nodes reachable from loss (iterative DFS: graphs are deep).
-  // `order` owns its tensors: releasing a node below drops its references to its inputs, which may be
-  // the last ones to intermediate tensors still waiting in `order`.
-  std::vector<std::shared_ptr<TensorImpl>> order;
-  std::unordered_set<TensorImpl*> seen;
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> stack{{loss.impl_ptr(), 0}};
-  seen.insert(loss.impl());
+  // `order` owns its nodes: releasing one below drops its saved tensors and its edges, which may hold the
+  // last references to nodes (and their saved tensors) still waiting in `order`.
+  std::vector<GradEdge> order;
+  std::unordered_set<const void*> seen{key(root)};
+  std::vector<std::pair<GradEdge, size_t>> stack{{root, 0}};
   while (!stack.empty()) {
-    Node* n = stack.back().first->grad_fn.get();
+    Node* n = stack.back().first.node.get();
     size_t& next = stack.back().second;
     if (n && next < n->inputs.size()) {
-      const std::shared_ptr<TensorImpl>& in = n->inputs[next++];
-      if (in && seen.insert(in.get()).second) stack.push_back({in, 0});
+      const GradEdge& in = n->inputs[next++];
+      if (in.defined() && seen.insert(key(in)).second) stack.push_back({in, 0});
       continue;
     }
+    if (n)
+      LATHE_CHECK_ARG(n->backward != nullptr, "[backward] the graph through ", n->name,
+                      " was already released by an earlier backward (run the forward again)");
     order.push_back(std::move(stack.back().first));
     stack.pop_back();
   }
   std::reverse(order.begin(), order.end());
 
-  std::unordered_map<TensorImpl*, Tensor> pending;
-  pending[loss.impl()] = grad_loss;
-  for (std::shared_ptr<TensorImpl>& owned : order) {
-    TensorImpl* t = owned.get();
-    auto it = pending.find(t);
+  std::unordered_map<const void*, Tensor> pending;
+  pending[key(root)] = grad_loss;
+  for (GradEdge& e : order) {
+    auto it = pending.find(key(e));
     if (it == pending.end()) continue;
     Tensor g = std::move(it->second);
     pending.erase(it);
-    if (!t->grad_fn) {
-      if (t->requires_grad) {
-        accumulate_grad(*t, g);
-        if (tls_leaf_grad_hook) (*tls_leaf_grad_hook)(*t);
-      }
+    if (e.leaf) {
+      accumulate_grad(*e.leaf, g);
+      if (tls_leaf_grad_hook) (*tls_leaf_grad_hook)(*e.leaf);
       continue;
     }
-    std::shared_ptr<Node> node = t->grad_fn;
-    std::vector<Tensor> grads = node->backward(g);
-    LATHE_ASSERT(grads.size() == node->inputs.size(), "node ", node->name, " returned ", grads.size(),
-                 " gradients for ", node->inputs.size(), " inputs");
+    Node& node = *e.node;
+    std::vector<Tensor> grads = node.backward(g);
+    LATHE_ASSERT(grads.size() == node.inputs.size(), "node ", node.name, " returned ", grads.size(),
+                 " gradients for ", node.inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
-      TensorImpl* in = node->inputs[i].get();
-      if (!in || !grads[i].defined()) continue;
-      LATHE_ASSERT(grads[i].numel() == shape_numel(in->shape), "node ", node->name, " input ", i,
-                   " gradient shape ", shape_str(grads[i].shape()), " vs ", shape_str(in->shape));
-      auto [slot, fresh] = pending.try_emplace(in);
+      const GradEdge& in = node.inputs[i];
+      if (!in.defined() || !grads[i].defined()) continue;
+      const Shape& in_shape = in.node ? in.node->output_shape : in.leaf->shape;
+      LATHE_ASSERT(grads[i].numel() == shape_numel(in_shape), "node ", node.name, " input ", i,
+                   " gradient shape ", shape_str(grads[i].shape()), " vs ", shape_str(in_shape));
+      auto [slot, fresh] = pending.try_emplace(key(in));
       if (fresh)
         slot->second = grads[i];
       else {
@@ -142,10 +158,13 @@ void backward(const Tensor& loss, const Tensor& grad_loss) {
                                                                         : grads[i].contiguous().view(slot->second.shape()));
       }
     }
-    // Release this node's saved tensors now: activation memory falls as the backward proceeds.
-    t->grad_fn.reset();
-    owned.reset();
+    // Release this node's saved tensors and edges now: activation memory falls as the backward proceeds
+    // (an intermediate tensor the caller still holds keeps only the emptied node).
+    node.backward = nullptr;
+    node.inputs.clear();
+    e.node.reset();
   }
+  loss.impl()->grad_fn.reset();
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {

@@ -16,10 +16,23 @@ namespace lathe {
 // order the inputs were recorded. An entry may be left undefined when that input needs no gradient.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+struct Node;
+
+// Where the gradient of one recorded input goes: the node that produced it, or, for a leaf (a parameter,
+// or a tensor the caller marked requires_grad), the leaf itself. An edge never owns an op output's
+// storage: an intermediate tensor (a base Linear's output before a LoRA delta is added to it, an f32
+// activation cast to bf16) is freed when the forward drops it, unless a gradient rule saved it.
+struct GradEdge {
+  std::shared_ptr<Node> node;        // set for an op's output
+  std::shared_ptr<TensorImpl> leaf;  // set for a leaf that requires grad
+  bool defined() const { return node || leaf; }
+};
+
 struct Node {
-  std::string name;                                  // op name, for errors and debugging
-  std::vector<std::shared_ptr<TensorImpl>> inputs;   // the tensors whose gradients this node produces
-  BackwardFn backward;
+  std::string name;              // op name, for errors and debugging
+  Shape output_shape;            // the recorded output's shape: what its incoming gradient must match
+  std::vector<GradEdge> inputs;  // where each input's gradient goes (empty edge: the input needs none)
+  BackwardFn backward;           // null once backward() has run through the node (the graph is released)
 };
 
 bool grad_enabled();

@@ -17,19 +17,9 @@ Tensor to_bf16(const Tensor& x_in) {
   parallel_rows(n / row, row, [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t i = begin * row; i < end * row; ++i) yp[i] = f32_to_bf16(xp[i]);
   });
-  if (!needs_grad({&x_in})) return y;
-  if (const std::shared_ptr<Node> producer = x_in.grad_fn()) {
-    // x_in came from a recorded op: hand g straight to that op's gradient rule, recording on the op's
-    // inputs instead of on x_in, so the graph keeps no reference to the f32 x_in and it is freed when the
-    // caller drops it; only this half-size copy stays for the backward (the memory of bf16 compute). If
-    // x_in has other consumers, the rule also runs for their gradients: correct (rules are linear in g),
-    // at the cost of running it twice.
-    std::vector<Tensor> inputs;
-    for (const std::shared_ptr<TensorImpl>& in : producer->inputs) inputs.push_back(in ? Tensor(in) : Tensor());
-    record(y, "to_bf16", std::move(inputs), [producer](const Tensor& g) { return producer->backward(g); });
-  } else {
-    record(y, "to_bf16", {x_in}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
-  }
+  // Gradient: the identity (rounding is treated as exact). The graph keeps x_in's producer, not x_in:
+  // the f32 activation is freed when the caller drops it; only this half-size copy stays for backward.
+  if (needs_grad({&x_in})) record(y, "to_bf16", {x_in}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
   return y;
 }
 
