@@ -174,6 +174,28 @@ std::vector<GemmShape> llama110m_shapes(int64_t batch) {
   return shapes;
 }
 
+// The six products of a LoRA adapter (rank r) on the same Linears at 8 * 256 tokens ("lora8_"): forward
+// h = x·Aᵀ and y += h·Bᵀ; backward dH = dY·B, dX += dH·A, dA = dHᵀ·X and dB = dYᵀ·H (A [r, in], B [out, r]).
+std::vector<GemmShape> lora_shapes(int64_t rank) {
+  const int64_t kTokens = 8 * 256, kC = 768, kF = 2048;
+  struct Linear {
+    const char* name;
+    int64_t out, in;
+  };
+  const Linear linears[] = {{"attn", kC, kC}, {"up", kF, kC}, {"down", kC, kF}};
+  std::vector<GemmShape> shapes;
+  for (const Linear& l : linears) {
+    const std::string prefix = "lora8_r" + std::to_string(rank) + "_";
+    shapes.push_back({prefix + "fwdA_" + l.name, false, true, kTokens, rank, l.in});
+    shapes.push_back({prefix + "fwdB_" + l.name, false, true, kTokens, l.out, rank});
+    shapes.push_back({prefix + "dH_" + l.name, false, false, kTokens, rank, l.out});
+    shapes.push_back({prefix + "dX_" + l.name, false, false, kTokens, l.in, rank});
+    shapes.push_back({prefix + "dA_" + l.name, true, false, rank, l.in, kTokens});
+    shapes.push_back({prefix + "dB_" + l.name, true, false, l.out, rank, kTokens});
+  }
+  return shapes;
+}
+
 void register_all() {
   auto threads = [](benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond); };
   // BM_PeakFma/<probe>/<threads> for each probe the CPU has (the others would die with SIGILL: skipped).
@@ -193,6 +215,7 @@ void register_all() {
   for (const GemmShape& s : gpt2_shapes()) shapes.push_back(s);
   for (int64_t batch : {4, 8})
     for (const GemmShape& s : llama110m_shapes(batch)) shapes.push_back(s);
+  for (const GemmShape& s : lora_shapes(16)) shapes.push_back(s);
   for (const GemmShape& s : shapes) {
     benchmark::RegisterBenchmark(("BM_Gemm_F32/" + s.name).c_str(),
                                  [s](benchmark::State& st) { bench_gemm<float, float>(st, s); })

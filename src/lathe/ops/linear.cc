@@ -34,6 +34,21 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   }
 }
 
+// dw[out, in] = gᵀ[out, n] · x[n, in]. With few input features (a LoRA B [out, r]) the product is formed
+// as dwᵀ[in, out] = xᵀ · g and transposed: its output is then [r, out] wide rows, not [out, r] columns of
+// r, which left most of the blocked kernel's 32-column tiles empty and packed all of g transposed.
+void weight_grad(const Tensor& g, const Tensor& x, int64_t n, int64_t in, int64_t out, Tensor& dw,
+                 const ThreadPool& pool) {
+  constexpr int64_t kNarrowIn = 16;
+  if (in > kNarrowIn || in >= out || x.dtype() != DType::kF32)
+    return gemm_into(true, false, out, in, n, g, x, dw.data<float>(), 0.f, pool);
+  std::vector<float> dwt(static_cast<size_t>(in * out));  // [in, out]
+  gemm_into(true, false, in, out, n, x, g, dwt.data(), 0.f, pool);
+  float* d = dw.data<float>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) d[o * in + i] = dwt[static_cast<size_t>(i * out + o)];
+}
+
 }  // namespace
 
 namespace {
@@ -96,7 +111,7 @@ struct LinearJob {
       // dx[n, in] = g[n, out] · w[out, in] (task 0); dw[out, in] = gᵀ[out, n] · x[n, in] (task 1).
       const auto product = [&](int64_t task, const ThreadPool& pool) {
         if (task == 0 && want_x) gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
-        if (task == 1 && want_w) gemm_into(true, false, out, in, n, g, xs, dw.data<float>(), 0.f, pool);
+        if (task == 1 && want_w) weight_grad(g, xs, n, in, out, dw, pool);
       };
       run_gemm_pair(want_x && want_w, product);
       Tensor db;
