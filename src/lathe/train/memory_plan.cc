@@ -1,6 +1,8 @@
 #include "lathe/train/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 namespace lathe::train {
 
@@ -43,6 +45,31 @@ std::string memory_plan_table(const std::vector<MemoryPlanItem>& items, int64_t 
   row("total", memory_plan_total(items));
   row("budget", budget_bytes);
   return out;
+}
+
+int64_t memory_plan_parse_meminfo(const std::string& meminfo_text) {
+  std::istringstream is(meminfo_text);
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (is >> key >> kb) {
+    std::getline(is, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return -1;
+}
+
+std::string memory_plan_check(const std::vector<MemoryPlanItem>& items, int64_t budget_bytes) {
+  if (memory_plan_total(items) <= budget_bytes) return {};
+  std::vector<MemoryPlanItem> sorted = items;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const MemoryPlanItem& a, const MemoryPlanItem& b) { return a.bytes > b.bytes; });
+  std::string msg = "memory plan exceeds the budget:\n" + memory_plan_table(items, budget_bytes);
+  msg += "biggest: " + sorted[0].name;
+  if (sorted.size() > 1) msg += ", " + sorted[1].name;
+  msg += "\nknobs: micro-batch size, sequence length, LoRA instead of full fine-tuning, "
+         "reference mode (adapter off or cached log-probs), memory.budget / memory.check: false\n";
+  return msg;
 }
 
 }  // namespace lathe::train

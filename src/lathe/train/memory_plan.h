@@ -37,5 +37,9 @@ int64_t memory_plan_activation_bytes(const MemoryPlanInputs& in);
 std::vector<MemoryPlanItem> memory_plan_items(const MemoryPlanInputs& in);
 int64_t memory_plan_total(const std::vector<MemoryPlanItem>& items);
 std::string memory_plan_table(const std::vector<MemoryPlanItem>& items, int64_t budget_bytes);
+// MemAvailable in bytes from /proc/meminfo text ("MemAvailable: N kB"); -1 when absent.
+int64_t memory_plan_parse_meminfo(const std::string& meminfo_text);
+// Empty when the plan fits; otherwise an error with the table, the two biggest items and the knobs.
+std::string memory_plan_check(const std::vector<MemoryPlanItem>& items, int64_t budget_bytes);
 
 }  // namespace lathe::train

@@ -43,5 +43,18 @@ TEST(MemoryPlan, ActivationsAndChunksMatchFormula) {
   EXPECT_NE(memory_plan_table(items, 1 << 20).find("budget"), std::string::npos);
 }
 
+TEST(MemoryPlan, MeminfoAndCheck) {
+  EXPECT_EQ(memory_plan_parse_meminfo("MemTotal: 100 kB\nMemAvailable:   2048 kB\n"), 2048 * 1024);
+  EXPECT_EQ(memory_plan_parse_meminfo("MemTotal: 100 kB\n"), -1);
+  MemoryPlanInputs in;
+  in.total_params = 1000;
+  in.trainable_params = 1000;
+  auto items = memory_plan_items(in);
+  EXPECT_TRUE(memory_plan_check(items, memory_plan_total(items)).empty());
+  std::string err = memory_plan_check(items, 100);
+  EXPECT_NE(err.find("biggest: AdamW state"), std::string::npos);
+  EXPECT_NE(err.find("micro-batch size"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lathe::train
