@@ -125,7 +125,7 @@ TEST(MemoryPlanCli, EveryTrainingObjectivePlansWithItsOwnItems) {
   r = testing::prepare_world_data(dir, 100);
   ASSERT_EQ(r.first, 0) << r.second;
   r = testing::run_lathe_bounded("pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +
-                                 "/data/world data.seq_len=32 data.batch_size=4 --no-samples" + common +
+                                 "/data/world data.seq_len=32 data.batch_size=4 schedule.warmup_steps=0 --no-samples" + common +
                                  "pretrain memory.budget=1MB");
   EXPECT_TRUE(testing::is_clean_error(r, "the memory plan needs ")) << r.second;
   EXPECT_TRUE(has(r.second, "activations (128 tokens)")) << r.second;

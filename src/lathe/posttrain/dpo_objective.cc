@@ -416,7 +416,8 @@ train::ObjectiveMemory DpoObjective::memory(const Model&) const {
     count(r);
   }
   for (const TokenizedExample& e : val_kto_.examples) count(e);
-  train::ObjectiveMemory m{.tokens = opts_.batch_size / world_ * longest, .fused_head = true, .items = {}};
+  train::ObjectiveMemory m{
+      .tokens = opts_.batch_size / world_ * longest, .fused_head = true, .varying_lengths = true, .items = {}};
   // The reference copy is loaded f32 (Model::load force_f32), as the policy.
   if (ref_model_) m.items.push_back({"reference model (f32, frozen)", train::memory_plan_weight_bytes(*ref_model_)});
   // Two doubles per example, train and val, allocated at start (KTO's KL pairs add map nodes as they are drawn).

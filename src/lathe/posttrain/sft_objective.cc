@@ -141,7 +141,7 @@ train::ObjectiveMemory SftObjective::memory(const Model&) const {
   }
   for (const SftRow& r : val_rows_) tokens += static_cast<int64_t>(r.tokens.size());
   // A row holds tokens, positions and targets: three int32 per token.
-  return {.tokens = opts_.batch_size / world_ * longest, .fused_head = true,
+  return {.tokens = opts_.batch_size / world_ * longest, .fused_head = true, .varying_lengths = true,
           .items = {{"tokenized data", 12 * tokens}}};
 }
 

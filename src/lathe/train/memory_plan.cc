@@ -119,7 +119,15 @@ std::vector<MemoryPlanItem> memory_plan_items(const MemoryPlanInputs& in) {
   add("all-reduce buffer (f32)", in.world > 1 ? 4 * in.trainable_params : 0);
   add(str_cat("activations (", in.activations.tokens, " tokens)"), memory_plan_activation_bytes(in.activations));
   add("backward working set", memory_plan_backward_bytes(in.activations));
-  if (in.fused_head) add("LM head logits (chunked)", memory_plan_head_bytes(in.activations.tokens, in.vocab));
+  const int64_t head = in.fused_head ? memory_plan_head_bytes(in.activations.tokens, in.vocab) : 0;
+  add("LM head logits (chunked)", head);
+  // The context allocator (base/allocator.h) keeps freed blocks of >= 1 MiB for reuse by requests of their
+  // size class, up to a step's swing (what it frees at its end). Fixed [B, T] micro-batches reuse them;
+  // micro-batches of other lengths need other classes, so a step's freed activations can stay cached next
+  // to the next one's.
+  if (in.varying_lengths)
+    add("allocator cache (other lengths)",
+        memory_plan_activation_bytes(in.activations) + memory_plan_backward_bytes(in.activations) + head);
   for (const MemoryPlanItem& it : in.objective) add(it.name, it.bytes);
   return items;
 }
@@ -221,7 +229,7 @@ std::string knobs_for(const std::string& item) {
       "a smaller data.batch_size (the micro-batch; data.grad_accum keeps the step's batch), a shorter sequence "
       "(data.seq_len, sft.max_length, dpo.max_length)";
   if (starts("activations")) return batch + ", run.recompute_layers: true, run.precision: bf16";
-  if (starts("backward") || starts("LM head") || starts("teacher activations")) return batch;
+  if (starts("backward") || starts("LM head") || starts("teacher activations") || starts("allocator")) return batch;
   if (starts("gradients") || starts("AdamW") || starts("all-reduce") || starts("ZeRO"))
     return "a lora: section instead of full fine-tuning (gradients and AdamW state for the adapters only), "
            "run.zero: 1 under mpirun (AdamW state split over the ranks)";

@@ -73,6 +73,7 @@ struct MemoryPlanInputs {
   MemoryPlanActivations activations;
   int64_t vocab = 0;         // V
   bool fused_head = true;    // the loss runs the model's fused head (false: the objective counts its own)
+  bool varying_lengths = false;  // micro-batches differ in tokens: the allocator's cache rarely fits the next
   std::vector<MemoryPlanItem> objective;  // what the objective holds: reference, teacher, caches, data
 };
 std::vector<MemoryPlanItem> memory_plan_items(const MemoryPlanInputs& in);

@@ -188,6 +188,22 @@ TEST(MemoryPlan, OptimizerStateAndGradientsFollowTheTrainableTensors) {
   EXPECT_EQ(item(items, "cached reference log-probs"), -1);
 }
 
+// Micro-batches of varying length (packed examples) leave their freed blocks in the allocator's cache, by
+// size class, next to the next micro-batch's: a step's activations, backward and head once more.
+TEST(MemoryPlan, VaryingLengthsAddTheAllocatorsCache) {
+  MemoryPlanInputs in{.policy_bytes = 4000, .trainable_params = 1000, .optimizer_params = 1000};
+  in.activations.tokens = 100;
+  in.activations.hidden = 64;
+  in.activations.layers = {{.hidden = 64, .q_dim = 64, .kv_dim = 32, .heads = 4, .kv_heads = 2, .ffn = 128}};
+  in.vocab = 320;
+  EXPECT_EQ(item(memory_plan_items(in), "allocator cache (other lengths)"), -1);
+  in.varying_lengths = true;
+  const auto items = memory_plan_items(in);
+  EXPECT_EQ(item(items, "allocator cache (other lengths)"),
+            item(items, "activations (100 tokens)") + item(items, "backward working set") +
+                item(items, "LM head logits (chunked)"));
+}
+
 TEST(MemoryPlan, OverBudgetReportNamesTheTwoBiggestItemsAndTheirKnobs) {
   const std::vector<MemoryPlanItem> items = {
       {"policy weights (f32 masters)", 100}, {"AdamW m and v (f32)", 300}, {"activations (64 tokens)", 200}};

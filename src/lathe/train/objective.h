@@ -62,6 +62,7 @@ struct ObjectiveMemory {
   // (the activations and the head are sized by it).
   int64_t tokens = 0;
   bool fused_head = true;  // the loss runs the model's fused head; false: its own head is one of `items`
+  bool varying_lengths = false;  // micro-batches differ in tokens (packed examples), not fixed [B, T] windows
   // What it holds besides the policy: a reference or a teacher, caches, its own head's buffers, its data.
   std::vector<MemoryPlanItem> items;
 };

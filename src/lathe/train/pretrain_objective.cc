@@ -96,7 +96,8 @@ std::optional<ObjectiveEval> PretrainObjective::evaluate(Model& model) {
 }
 
 ObjectiveMemory PretrainObjective::memory(const Model&) const {
-  return {.tokens = opts_.batch_size / comm_->size() * opts_.seq_len, .fused_head = true, .items = {}};
+  return {.tokens = opts_.batch_size / comm_->size() * opts_.seq_len, .fused_head = true, .varying_lengths = false,
+          .items = {}};
 }
 
 double PretrainObjective::flops_per_token(const Model& model, int64_t n_matmul_params) const {

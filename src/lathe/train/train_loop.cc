@@ -318,6 +318,7 @@ void LoopRun::plan_memory(const MemoryBudget& budget, const ForwardOptions& forw
                       .activations = memory_plan_activations(model, om.tokens, forward),
                       .vocab = model.config().vocab_size,
                       .fused_head = om.fused_head,
+                      .varying_lengths = om.varying_lengths,
                       .objective = om.items};
   for (const OptimParam& p : opt_->params()) in.trainable_params += p.value.numel();
   for (const Tensor& m : opt_->exp_avg()) in.optimizer_params += m.numel();  // this rank's range under ZeRO-1
@@ -327,7 +328,8 @@ void LoopRun::plan_memory(const MemoryBudget& budget, const ForwardOptions& forw
   const bool stop = cfg_.memory_check == "error";
   if (over.empty() || !stop) say(memory_plan_table(items, budget.bytes, budget.source));
   if (!over.empty() && !stop)
-    say(str_cat("warning: the memory plan exceeds the budget (memory.check: warn: training anyway)"));
+    say(str_cat("warning: the memory plan exceeds the budget (", memory_bytes_human(plan_bytes_), " of ",
+                memory_bytes_human(budget.bytes), "); training anyway (memory.check: warn)"));
   if (stop && any_rank_failed(comm_, !over.empty()))
     throw InvalidArgument(over.empty() ? "the memory plan of another rank exceeds its budget (memory.check: error)" : over);
 }
