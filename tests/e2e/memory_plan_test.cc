@@ -38,7 +38,8 @@ TEST(MemoryPlanCli, OverBudgetStopsBeforeStepOneWithTheReport) {
                            "or raise memory.budget"})
     EXPECT_TRUE(has(r.second, want)) << want << "\n" << r.second;
   // Two biggest items, each with what shrinks it.
-  EXPECT_TRUE(std::regex_search(r.second, std::regex("biggest:\n  [^\n]+\\): [^\n]+\n  [^\n]+\\): [^\n]+\n"))) << r.second;
+  const std::regex two_biggest("biggest:\n  [^\n]+\\): [^\n]+\n  [^\n]+\\): [^\n]+\n");
+  EXPECT_TRUE(std::regex_search(r.second, two_biggest)) << r.second;
   EXPECT_FALSE(has(r.second, "step 1/5")) << r.second;
   EXPECT_FALSE(fs::exists(dir + "/run/checkpoints"));
   EXPECT_FALSE(fs::exists(dir + "/run/metrics.jsonl") && fs::file_size(dir + "/run/metrics.jsonl") > 0);
@@ -125,8 +126,8 @@ TEST(MemoryPlanCli, EveryTrainingObjectivePlansWithItsOwnItems) {
   r = testing::prepare_world_data(dir, 100);
   ASSERT_EQ(r.first, 0) << r.second;
   r = testing::run_lathe_bounded("pretrain recipes/quickstart.yaml data.train=" + dir + "/data/world data.val=" + dir +
-                                 "/data/world data.seq_len=32 data.batch_size=4 schedule.warmup_steps=0 --no-samples" + common +
-                                 "pretrain memory.budget=1MB");
+                                 "/data/world data.seq_len=32 data.batch_size=4 schedule.warmup_steps=0 --no-samples" +
+                                 common + "pretrain memory.budget=1MB");
   EXPECT_TRUE(testing::is_clean_error(r, "the memory plan needs ")) << r.second;
   EXPECT_TRUE(has(r.second, "activations (128 tokens)")) << r.second;
 }

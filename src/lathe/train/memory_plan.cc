@@ -259,7 +259,8 @@ std::string memory_plan_check(const std::vector<MemoryPlanItem>& items, int64_t 
   for (size_t i = 0; i < sorted.size() && i < 2; ++i) {
     const std::string knobs = knobs_for(sorted[i].name);
     const bool same = i == 1 && knobs == knobs_for(sorted[0].name);
-    msg += str_cat("  ", sorted[i].name, " (", memory_bytes_human(sorted[i].bytes), "): ", same ? "the same" : knobs, "\n");
+    msg += str_cat("  ", sorted[i].name, " (", memory_bytes_human(sorted[i].bytes), "): ", same ? "the same" : knobs,
+                   "\n");
   }
   msg += "or raise memory.budget, or set memory.check: warn to train anyway (docs/recipes.md)";
   return msg;

@@ -229,7 +229,8 @@ TEST(MemoryPlan, ByteSizes) {
   EXPECT_EQ(parse_byte_size("64 kib", "k"), 65536);
   EXPECT_EQ(parse_byte_size("2TB", "k"), 2'000'000'000'000);
   EXPECT_EQ(parse_byte_size("7B", "k"), 7);
-  for (const char* bad : {"", "GiB", "20XB", "-1GB", "0", "0.1B", "1..5GB", ".5GB", "20 GiB x", "1e3MB", "99999999TiB"}) {
+  for (const char* bad :
+       {"", "GiB", "20XB", "-1GB", "0", "0.1B", "1..5GB", ".5GB", "20 GiB x", "1e3MB", "99999999TiB"}) {
     try {
       parse_byte_size(bad, "r.yaml: memory.budget");
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -6,6 +6,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/models/config.h"
+#include "lathe/train/run_start.h"
 
 namespace lathe::train {
 namespace {
@@ -150,6 +151,10 @@ TEST(RecipeValidate, MemoryBudgetIsASizeAndCheckAChoice) {
     const std::string got = error_of(kMinimal, {o});
     EXPECT_NE(got.find(want), std::string::npos) << o << ": " << got;
   }
+  // The memory keys do not change the trajectory: a resume with another budget is the same run.
+  const std::string same = trajectory_hash(parse_recipe(kMinimal).resolved);
+  EXPECT_EQ(trajectory_hash(parse_recipe(kMinimal, {"memory.budget=1GB", "memory.check=warn"}).resolved), same);
+  EXPECT_NE(trajectory_hash(parse_recipe(kMinimal, {"optimizer.lr=0.5"}).resolved), same);
 }
 
 TEST(RecipeValidate, ContextLimitsComeFromTheModel) {

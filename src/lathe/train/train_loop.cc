@@ -331,7 +331,8 @@ void LoopRun::plan_memory(const MemoryBudget& budget, const ForwardOptions& forw
     say(str_cat("warning: the memory plan exceeds the budget (", memory_bytes_human(plan_bytes_), " of ",
                 memory_bytes_human(budget.bytes), "); training anyway (memory.check: warn)"));
   if (stop && any_rank_failed(comm_, !over.empty()))
-    throw InvalidArgument(over.empty() ? "the memory plan of another rank exceeds its budget (memory.check: error)" : over);
+    throw InvalidArgument(over.empty() ? "the memory plan of another rank exceeds its budget (memory.check: error)"
+                                       : over);
 }
 
 StepTotals LoopRun::accumulate_gradients(int64_t step) {
