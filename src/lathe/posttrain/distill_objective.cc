@@ -1,5 +1,6 @@
 #include "lathe/posttrain/distill_objective.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lathe/autograd/node.h"
@@ -62,6 +63,26 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
   s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); loss ",
                  divergence_name(opts_.loss.divergence), " at temperature ", opts_.loss.temperature, ", alpha ",
                  opts_.loss.alpha));
+}
+
+train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
+  train::ObjectiveMemory m = data_.memory(model);
+  const int64_t N = m.tokens, V = model.config().vocab_size, C = model.config().hidden;
+  m.fused_head = false;
+  // The teacher as loaded: 16-bit matrices stay 16-bit, used in place.
+  m.items.push_back({"teacher weights", train::memory_plan_weight_bytes(*teacher_)});
+  // Its hidden states [N, C_teacher] (kept for the head) and, during its no-grad forward, about one layer's
+  // tensors at a time.
+  const train::MemoryPlanActivations t = train::memory_plan_activations(*teacher_, N, {});
+  int64_t layer = 0;
+  for (const train::MemoryPlanLayer& l : t.layers) layer = std::max(layer, train::memory_plan_layer_bytes(l, false));
+  m.items.push_back({"teacher activations", N * (4 * t.hidden + layer)});
+  // linear_distill_loss: student logits, teacher logits and their gradient [chunk_rows, V] f32; dhidden [N, C]
+  // and, when the head trains, dweight [V, C] with the product and sum that update it.
+  const int64_t rows = std::min(opts_.loss.chunk_rows, N);
+  const bool head_trains = model.weights().lm_head.weight.requires_grad();
+  m.items.push_back({"distillation head", 4 * (3 * rows * V + N * C + (head_trains ? 3 * V * C : 0))});
+  return m;
 }
 
 train::ObjectiveResult DistillObjective::loss(Model& model, const SftBatch& b) {

@@ -37,6 +37,9 @@ class DistillObjective final : public train::BatchObjective<SftBatch> {
   train::ObjectiveResult loss(Model& model, const SftBatch& batch) override;
   // The student's NLL on data.val (as lathe sft's val_loss).
   std::optional<train::ObjectiveEval> evaluate(Model& model) override { return data_.evaluate(model); }
+  // SFT's micro-batch and data, the teacher's weights and forward, and the distillation head's chunks in
+  // place of the fused head.
+  train::ObjectiveMemory memory(const Model& model) const override;
   double flops_per_token(const Model& model, int64_t n_matmul_params) const override {
     return data_.flops_per_token(model, n_matmul_params);  // the student's; the teacher's forward is extra
   }

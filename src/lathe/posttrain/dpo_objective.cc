@@ -399,6 +399,35 @@ std::optional<train::ObjectiveEval> DpoObjective::evaluate(Model& model) {
   return e;
 }
 
+train::ObjectiveMemory DpoObjective::memory(const Model&) const {
+  int64_t longest = 0, tokens = 0;  // longest: one pair's two sequences, or one KTO example
+  const auto count = [&](const TokenizedExample& e) { tokens += static_cast<int64_t>(e.size()); };
+  for (const auto& [c, r] : train_) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(c.size() + r.size()));
+    count(c);
+    count(r);
+  }
+  for (const TokenizedExample& e : train_kto_.examples) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(e.size()));
+    count(e);
+  }
+  for (const auto& [c, r] : val_) {
+    count(c);
+    count(r);
+  }
+  for (const TokenizedExample& e : val_kto_.examples) count(e);
+  train::ObjectiveMemory m{
+      .tokens = opts_.batch_size / world_ * longest, .fused_head = true, .varying_lengths = true, .items = {}};
+  // The reference copy is loaded f32 (Model::load force_f32), as the policy.
+  if (ref_model_) m.items.push_back({"reference model (f32, frozen)", train::memory_plan_weight_bytes(*ref_model_)});
+  // Two doubles per example, train and val, allocated at start (KTO's KL pairs add map nodes as they are drawn).
+  if (opts_.needs_reference() && opts_.cache_ref_logps)
+    m.items.push_back({"cached reference log-probs",
+                       16 * static_cast<int64_t>(train_cache_.chosen.size() + val_cache_.chosen.size())});
+  m.items.push_back({"tokenized data", 5 * tokens});  // an int32 id and a uint8 mask per token
+  return m;
+}
+
 double DpoObjective::flops_per_token(const Model& model, int64_t n_matmul_params) const {
   // The reference's forwards are cached (once per example): not counted, nor KTO's no-grad KL forwards.
   return train::causal_lm_flops_per_token(model.config(), n_matmul_params,

@@ -74,6 +74,9 @@ class DpoObjective final : public train::BatchObjective<DpoBatch> {
   DpoBatch next_batch() override;
   train::ObjectiveResult loss(Model& model, const DpoBatch& batch) override;
   std::optional<train::ObjectiveEval> evaluate(Model& model) override;
+  // B/W pairs (2 sequences each; KTO: examples, their KL sequences run without autograd), the frozen
+  // reference copy, the cached reference log-probs, the tokenized data.
+  train::ObjectiveMemory memory(const Model& model) const override;
   double flops_per_token(const Model& model, int64_t n_matmul_params) const override;
   std::string data_tokenizer() const override { return opts_.tokenizer; }
 

@@ -133,6 +133,18 @@ std::optional<train::ObjectiveEval> SftObjective::evaluate(Model& model) {
   return train::ObjectiveEval{.loss = sums[0] / sums[1], .metrics = {}};
 }
 
+train::ObjectiveMemory SftObjective::memory(const Model&) const {
+  int64_t longest = 0, tokens = 0;
+  for (const SftRow& r : train_rows_) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.tokens.size()));
+    tokens += static_cast<int64_t>(r.tokens.size());
+  }
+  for (const SftRow& r : val_rows_) tokens += static_cast<int64_t>(r.tokens.size());
+  // A row holds tokens, positions and targets: three int32 per token.
+  return {.tokens = opts_.batch_size / world_ * longest, .fused_head = true, .varying_lengths = true,
+          .items = {{"tokenized data", 12 * tokens}}};
+}
+
 double SftObjective::flops_per_token(const Model& model, int64_t n_matmul_params) const {
   return train::causal_lm_flops_per_token(model.config(), n_matmul_params,
                                           std::max<int64_t>(1, std::llround(mean_example_tokens_)));

@@ -42,6 +42,8 @@ class SftObjective final : public train::BatchObjective<SftBatch> {
   SftBatch next_batch() override;
   train::ObjectiveResult loss(Model& model, const SftBatch& batch) override;
   std::optional<train::ObjectiveEval> evaluate(Model& model) override;
+  // B/W rows of at most the longest row's tokens; the tokenized rows (train and val) are the data item.
+  train::ObjectiveMemory memory(const Model& model) const override;
   double flops_per_token(const Model& model, int64_t n_matmul_params) const override;
   std::string data_tokenizer() const override { return opts_.tokenizer; }
 

@@ -20,6 +20,7 @@
 #include "lathe/base/rng.h"
 #include "lathe/dist/communicator.h"
 #include "lathe/models/model.h"
+#include "lathe/train/memory_plan.h"
 
 namespace lathe::train {
 
@@ -55,6 +56,17 @@ struct ObjectiveStart {
 };
 // (All three are valid until the loop's run() returns; an objective keeps none of them past it.)
 
+// What an objective adds to the loop's memory plan (train/memory_plan.h), known once start() has run.
+struct ObjectiveMemory {
+  // N: the most tokens one of this rank's training micro-batches runs through the policy with autograd
+  // (the activations and the head are sized by it).
+  int64_t tokens = 0;
+  bool fused_head = true;  // the loss runs the model's fused head; false: its own head is one of `items`
+  bool varying_lengths = false;  // micro-batches differ in tokens (packed examples), not fixed [B, T] windows
+  // What it holds besides the policy: a reference or a teacher, caches, its own head's buffers, its data.
+  std::vector<MemoryPlanItem> items;
+};
+
 // The run's forward options for one training micro-batch: LoRA dropout masks keyed by the data position and
 // the rank (a pure function of the data, so a resumed run redraws the same masks). Without dropout the key
 // is unused.
@@ -83,6 +95,9 @@ class Objective {
   // Held-out evaluation (the loop calls it with autograd off; a collective: every rank calls it).
   // nullopt: nothing to evaluate (no validation data).
   virtual std::optional<ObjectiveEval> evaluate(Model& model) = 0;
+
+  // Its part of the memory plan (after start(); `model` is the policy as the run trains it).
+  virtual ObjectiveMemory memory(const Model& model) const = 0;
 
   // Model FLOPs per trained token, for MFU (a reference model's forward would add its share).
   virtual double flops_per_token(const Model& model, int64_t n_matmul_params) const = 0;

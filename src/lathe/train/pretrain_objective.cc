@@ -95,6 +95,11 @@ std::optional<ObjectiveEval> PretrainObjective::evaluate(Model& model) {
   return ObjectiveEval{.loss = sum / static_cast<double>(n), .metrics = {}};
 }
 
+ObjectiveMemory PretrainObjective::memory(const Model&) const {
+  return {.tokens = opts_.batch_size / comm_->size() * opts_.seq_len, .fused_head = true, .varying_lengths = false,
+          .items = {}};
+}
+
 double PretrainObjective::flops_per_token(const Model& model, int64_t n_matmul_params) const {
   return causal_lm_flops_per_token(model.config(), n_matmul_params, opts_.seq_len);
 }

@@ -41,6 +41,8 @@ class PretrainObjective final : public BatchObjective<Batch> {
   Batch next_batch() override;
   ObjectiveResult loss(Model& model, const Batch& batch) override;
   std::optional<ObjectiveEval> evaluate(Model& model) override;
+  // B/W windows of T tokens; the shards are read window by window, not held.
+  ObjectiveMemory memory(const Model& model) const override;
   double flops_per_token(const Model& model, int64_t n_matmul_params) const override;
   std::string data_tokenizer() const override;
 

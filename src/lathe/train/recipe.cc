@@ -10,6 +10,7 @@
 #include "lathe/base/thread_pool.h"
 #include "lathe/io/file_read.h"
 #include "lathe/models/config.h"
+#include "lathe/train/memory_plan.h"
 
 namespace lathe::train {
 
@@ -195,6 +196,16 @@ TrainConfig from_tree(json tree, const std::string& where) {
     }
   }
   r.get("samples.max_tokens", c.sample_tokens);
+  json budget;
+  r.get_json("memory.budget", budget);
+  if (budget.is_string()) {
+    c.memory_budget = parse_byte_size(budget.get<std::string>(), where + ": memory.budget");
+  } else if (!budget.is_null()) {  // a bare integer: bytes
+    LATHE_CHECK_ARG(budget.is_number_integer() && budget.get<int64_t>() >= 1, where, ": memory.budget = ",
+                    budget.dump(), ": expected a size such as 20GiB, 500MB or a positive number of bytes");
+    c.memory_budget = budget.get<int64_t>();
+  }
+  r.get("memory.check", c.memory_check);
   // Checked key by key by their objectives.
   const std::pair<const char*, json*> sections[] = {
       {"sft", &c.sft}, {"lora", &c.lora}, {"dpo", &c.dpo}, {"distill", &c.distill}};
@@ -280,6 +291,9 @@ void validate_recipe(const TrainConfig& c) {
   // checkpoints
   check(c.checkpoint_every >= 0, "checkpoint.every", c.checkpoint_every, "must be >= 0 (0: only at the end)");
   check(c.keep_checkpoints >= 1, "checkpoint.keep", c.keep_checkpoints, "must be at least 1");
+  check(c.memory_budget >= 0, "memory.budget", c.memory_budget, "must be a positive size");
+  check(one_of(c.memory_check, {"error", "warn", "off"}), "memory.check", c.memory_check,
+        "must be error, warn or off");
   // samples
   check(c.sample_tokens >= 1, "samples.max_tokens", c.sample_tokens, "must be at least 1");
   try {  // the schedule's own rules (a backstop: every one of them is checked above with its key)

@@ -62,6 +62,10 @@ struct TrainConfig {
   int keep_checkpoints = 3;
   bool save_initial = false;     // also write step_00000000 (the initial weights) before training
 
+  // memory plan (train/memory_plan.h), made once the models are loaded, before step 1
+  int64_t memory_budget = 0;           // bytes per rank (memory.budget: "20GiB"); 0: MemAvailable at the start
+  std::string memory_check = "error";  // error: stop when the plan exceeds the budget | warn | off (no plan)
+
   // post-training sections, checked by their objectives (posttrain/sft_options.h): null when absent. An
   // `sft:` section makes this an SFT recipe (`lathe sft`): data.train is then JSON Lines and data.seq_len
   // is replaced by sft.max_length. A `dpo:` section makes it a preference recipe (`lathe dpo`,

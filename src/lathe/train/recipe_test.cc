@@ -6,6 +6,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/models/config.h"
+#include "lathe/train/run_start.h"
 
 namespace lathe::train {
 namespace {
@@ -126,6 +127,34 @@ TEST(RecipeValidate, EveryKeyIsCheckedWithItsNameAndValue) {
   }
   // Without validation data, eval.batches may be 0 (there is nothing to evaluate).
   EXPECT_EQ(error_of(kMinimal, {"data.val=null", "eval.batches=0"}), "");
+}
+
+TEST(RecipeValidate, MemoryBudgetIsASizeAndCheckAChoice) {
+  TrainConfig c = parse_recipe(kMinimal, {}, "r.yaml");
+  EXPECT_EQ(c.memory_budget, 0);  // MemAvailable at the start
+  EXPECT_EQ(c.memory_check, "error");
+  c = parse_recipe(std::string(kMinimal) + "memory: {budget: 20GiB, check: warn}\n", {}, "r.yaml");
+  EXPECT_EQ(c.memory_budget, int64_t{20} << 30);
+  EXPECT_EQ(c.memory_check, "warn");
+  EXPECT_EQ(parse_recipe(kMinimal, {"memory.budget=500MB", "memory.check=off"}).memory_budget, 500'000'000);
+  EXPECT_EQ(parse_recipe(kMinimal, {"memory.check=off"}).memory_check, "off");
+  EXPECT_EQ(parse_recipe(kMinimal, {"memory.budget=1048576"}).memory_budget, 1048576);  // bytes
+  for (const auto& [o, want] : std::vector<std::pair<std::string, std::string>>{
+           {"memory.budget=lots", "r.yaml: memory.budget = 'lots'"},
+           {"memory.budget=20XB", "unknown unit 'XB'"},
+           {"memory.budget=0", "r.yaml: memory.budget = 0: expected a size"},
+           {"memory.budget=-5", "r.yaml: memory.budget = -5"},
+           {"memory.budget=1.5", "r.yaml: memory.budget = 1.5"},
+           {"memory.check=maybe", "r.yaml: memory.check = 'maybe': must be error, warn or off"},
+           {"memory.check=true", "r.yaml: memory.check = true: expected a string"},
+           {"memory.budgte=1GB", "unknown key(s): memory.budgte"}}) {
+    const std::string got = error_of(kMinimal, {o});
+    EXPECT_NE(got.find(want), std::string::npos) << o << ": " << got;
+  }
+  // The memory keys do not change the trajectory: a resume with another budget is the same run.
+  const std::string same = trajectory_hash(parse_recipe(kMinimal).resolved);
+  EXPECT_EQ(trajectory_hash(parse_recipe(kMinimal, {"memory.budget=1GB", "memory.check=warn"}).resolved), same);
+  EXPECT_NE(trajectory_hash(parse_recipe(kMinimal, {"optimizer.lr=0.5"}).resolved), same);
 }
 
 TEST(RecipeValidate, ContextLimitsComeFromTheModel) {

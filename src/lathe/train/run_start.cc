@@ -77,7 +77,7 @@ std::string trajectory_hash(json recipe) {
   json run = json::object();
   for (const char* k : {"seed", "precision"})
     if (recipe.contains("run") && recipe["run"].contains(k)) run[k] = recipe["run"][k];
-  for (const char* k : {"run", "eval", "checkpoint", "samples"}) recipe.erase(k);
+  for (const char* k : {"run", "eval", "checkpoint", "samples", "memory"}) recipe.erase(k);
   recipe["run"] = run;
   if (recipe.contains("schedule")) recipe["schedule"].erase("steps");
   return std::to_string(hash_name(recipe.dump()));

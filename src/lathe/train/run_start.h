@@ -38,8 +38,9 @@ std::optional<std::string> resume_checkpoint(const std::string& run_dir, StartMo
 // weights from run.seed.
 std::unique_ptr<Model> open_model(const TrainConfig& cfg, const std::optional<std::string>& checkpoint);
 
-// Hash of the recipe keys that define the trajectory (not its length, logging or checkpoint cadence), so a
-// resume with, e.g., more steps is accepted and one with another learning rate or precision is flagged.
+// Hash of the recipe keys that define the trajectory (not its length, logging, checkpoint cadence or memory
+// plan), so a resume with, e.g., more steps is accepted and one with another learning rate or precision is
+// flagged.
 std::string trajectory_hash(nlohmann::json recipe);
 
 }  // namespace lathe::train

@@ -19,6 +19,7 @@
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/grad_bucketer.h"
 #include "lathe/train/lora_params.h"
+#include "lathe/train/memory_plan.h"
 #include "lathe/train/param_groups.h"
 #include "lathe/train/rank_sync.h"
 #include "lathe/train/run_metrics.h"
@@ -111,6 +112,21 @@ std::string metrics_json(const ObjectiveMetrics& metrics) {
   return out;
 }
 
+// A rank's memory budget: memory.budget, or the machine's MemAvailable shared by the ranks that run on it,
+// read before the run loads anything (bytes -1: unknown, the plan is printed but not checked).
+struct MemoryBudget {
+  int64_t bytes = -1;
+  std::string source;  // where it came from, for the table
+};
+
+MemoryBudget memory_budget(const TrainConfig& cfg, const dist::Communicator& comm) {
+  if (cfg.memory_budget > 0) return {cfg.memory_budget, "memory.budget"};
+  const int64_t available = memory_available_bytes();
+  if (available < 0) return {-1, "no budget: /proc/meminfo has no MemAvailable"};
+  const int ranks = std::max(1, comm.local_size());
+  return {available / ranks, ranks > 1 ? str_cat("MemAvailable / ", ranks, " ranks") : "MemAvailable"};
+}
+
 // One run() of a TrainLoop: everything that lives from the start to the last checkpoint. The constructor
 // is the start (run folder, model, optimizer, resumed state, the objective's data, metrics file).
 class LoopRun {
@@ -124,6 +140,7 @@ class LoopRun {
   double optimizer_step(int64_t step, double lr);
   void report(int64_t step, const StepTotals& totals, double lr, double gnorm, double step_s, double elapsed_s);
   double evaluate(int64_t step);
+  void plan_memory(const MemoryBudget& budget, const ForwardOptions& forward);
   std::string checkpoint(int64_t step);
   IoError metrics_stop(int64_t step);
   std::string metrics_problem() const;
@@ -150,6 +167,7 @@ class LoopRun {
   RunMetrics metrics_;  // rank 0 only
   std::unique_ptr<GradBucketer> bucketer_;  // the last micro-batch's backward reduces buckets as they fill
   std::vector<float> grad_buffer_;          // the flat all-reduce's, without a bucketer
+  int64_t resident_at_start_ = -1, plan_bytes_ = 0;  // VmRSS before the run loaded anything; the plan's total
 };
 
 TrainResult LoopRun::train() {
@@ -189,6 +207,10 @@ TrainResult LoopRun::train() {
       throw IoError(str_cat(metrics_problem(), "; training finished at step ", step, " (checkpoint ",
                             result.last_checkpoint, " written)"));
   }
+  // How the plan compares with what the process took (VmHWM: the peak resident set).
+  if (const int64_t peak = peak_resident_bytes(); plan_bytes_ > 0 && peak > 0 && resident_at_start_ > 0)
+    say(str_cat("memory: peak resident ", memory_bytes_human(peak), ", ", memory_bytes_human(peak - resident_at_start_),
+                " above the start; planned ", memory_bytes_human(plan_bytes_)));
   return result;
 }
 
@@ -197,6 +219,8 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
     : cfg_(cfg), hooks_(hooks), objective_(objective), comm_(dist::world()), pool_(ctx.pool), lead_(comm_.rank() == 0) {
   const int rank = comm_.rank(), world = comm_.size();
   const auto note = [this](const std::string& m) { say(m); };
+  resident_at_start_ = resident_bytes();
+  const MemoryBudget budget = memory_budget(cfg_, comm_);  // before anything is loaded
   prepare_run_folder(cfg_, mode, comm_, lock, note);
 
   // --- model and optimizer (from the newest intact checkpoint when resuming) --------------------------
@@ -257,6 +281,7 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   objective_.start({.model = model, .comm = comm_, .forward = forward, .note = note});
   objective_.seek(state_.data_cursor);
   flops_per_token_ = objective_.flops_per_token(model, n_matmul);
+  plan_memory(budget, forward);  // models and data loaded; no step, checkpoint or metrics file yet
   // Checkpoints carry the tokenizer the data was prepared with and a generation_config.json, read once.
   on_lead(comm_, "checkpoint files", [&] {
     ckpt_opts_.companion_files = checkpoint_companion_files(model.config(), objective_.data_tokenizer());
@@ -277,6 +302,37 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
   if (overlap_allreduce_enabled(cfg_.overlap_allreduce, comm_))
     bucketer_ = std::make_unique<GradBucketer>(opt_->params(), comm_,
                                                static_cast<int64_t>(cfg_.allreduce_bucket_mb * (1 << 20)));
+}
+
+// The plan of this rank (train/memory_plan.h), printed by rank 0. memory.check error: when any rank's plan
+// exceeds its budget, every rank throws (InvalidArgument with the table, the biggest items and their knobs).
+void LoopRun::plan_memory(const MemoryBudget& budget, const ForwardOptions& forward) {
+  if (cfg_.memory_check == "off") return;
+  const Model& model = *model_;
+  const ObjectiveMemory om = objective_.memory(model);
+  MemoryPlanInputs in{.policy_bytes = memory_plan_weight_bytes(model),
+                      .bf16_copy_bytes = memory_plan_bf16_copy_bytes(model),
+                      .adapter_params = lora_ ? lora_->n_params() : 0,
+                      .world = comm_.size(),
+                      .zero_gather = zero_ && lead_,
+                      .activations = memory_plan_activations(model, om.tokens, forward),
+                      .vocab = model.config().vocab_size,
+                      .fused_head = om.fused_head,
+                      .varying_lengths = om.varying_lengths,
+                      .objective = om.items};
+  for (const OptimParam& p : opt_->params()) in.trainable_params += p.value.numel();
+  for (const Tensor& m : opt_->exp_avg()) in.optimizer_params += m.numel();  // this rank's range under ZeRO-1
+  const std::vector<MemoryPlanItem> items = memory_plan_items(in);
+  plan_bytes_ = memory_plan_total(items);
+  const std::string over = budget.bytes > 0 ? memory_plan_check(items, budget.bytes, budget.source) : "";
+  const bool stop = cfg_.memory_check == "error";
+  if (over.empty() || !stop) say(memory_plan_table(items, budget.bytes, budget.source));
+  if (!over.empty() && !stop)
+    say(str_cat("warning: the memory plan exceeds the budget (", memory_bytes_human(plan_bytes_), " of ",
+                memory_bytes_human(budget.bytes), "); training anyway (memory.check: warn)"));
+  if (stop && any_rank_failed(comm_, !over.empty()))
+    throw InvalidArgument(over.empty() ? "the memory plan of another rank exceeds its budget (memory.check: error)"
+                                       : over);
 }
 
 StepTotals LoopRun::accumulate_gradients(int64_t step) {

@@ -48,6 +48,9 @@ class CountingObjective final : public BatchObjective<int64_t /* position of the
   std::optional<ObjectiveEval> evaluate(Model& model) override {
     return ObjectiveEval{.loss = loss(model, 1000).loss.item(), .metrics = {{"eval_rows", static_cast<double>(kRows)}}};
   }
+  ObjectiveMemory memory(const Model&) const override {
+    return {.tokens = kRows * kSeqLen, .fused_head = true, .varying_lengths = false, .items = {}};
+  }
   double flops_per_token(const Model&, int64_t n_matmul) const override { return 6.0 * static_cast<double>(n_matmul); }
   std::string data_tokenizer() const override { return ""; }
 
