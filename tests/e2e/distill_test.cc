@@ -1,8 +1,9 @@
 // lathe distill end to end through the binary, on the shipped example (recipes/distill/tiny.yaml: the fixture
 // Llama as the student, the wider fixture teacher, twelve conversations, the byte-level ChatML tokenizer):
 // the loss falls, the KL per token is logged, the run ends with a Hugging Face folder (or a PEFT adapter with
-// a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, and a teacher with another
-// vocabulary is refused before training.
+// a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, a teacher with another
+// vocabulary is refused before training, and training from the teacher's top-k cached on disk (lathe
+// distill-cache) logs the live top-k teacher's losses, while a cache for other data or another k is refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -118,6 +119,62 @@ TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
   EXPECT_TRUE(testing::is_clean_error(r, "distill.beta")) << r.second;
   r = testing::run_lathe_bounded("sft recipes/distill/tiny.yaml run.dir=" + dir + "/s");  // not sft's
   EXPECT_TRUE(testing::is_clean_error(r, "lathe distill")) << r.second;
+}
+
+// The cache is written once, with packing on (tiny.yaml's); the shipped recipes/distill/tiny-cached.yaml reads it
+// with and without packing (its rows are keyed by example, not by training row) and logs the live teacher's
+// losses at the same top_k.
+TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache"));
+  const std::string cache = dir + "/teacher_top32.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=32 run.threads=2 --out " +
+                                      cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("wrote " + cache), std::string::npos) << out;
+  for (const char* packing : {"true", "false"}) {
+    const std::string common = std::string(" distill.loss=jsd sft.packing=") + packing;
+    std::tie(rc, out) = testing::run_lathe(distill_args(dir, std::string("live_") + packing, 6) + common + " distill.top_k=32");
+    ASSERT_EQ(rc, 0) << out;
+    std::tie(rc, out) = testing::run_lathe("distill recipes/distill/tiny-cached.yaml" + tok + " run.dir=" + dir +
+                                           "/cached_" + packing + " run.threads=2 schedule.steps=6 checkpoint.every=10" +
+                                           " distill.teacher_logits=" + cache + common);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("top-32 logits from " + cache), std::string::npos) << out;
+    const auto live = testing::loss_values(dir + "/live_" + packing);
+    const auto cached = testing::loss_values(dir + "/cached_" + packing);
+    ASSERT_EQ(live.size(), 6u);
+    ASSERT_EQ(cached.size(), 6u);
+    // The teacher ran on other batches when the cache was written: equal up to f32 rounding of its forward.
+    for (size_t i = 0; i < live.size(); ++i)
+      EXPECT_NEAR(cached[i], live[i], 1e-5 * std::abs(live[i])) << "packing " << packing << " step " << i + 1;
+  }
+  // The full-vocabulary loss differs from the top-32 one: the comparison above is not vacuous.
+  std::tie(rc, out) = testing::run_lathe(distill_args(dir, "full", 6) + " distill.loss=jsd");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_GT(std::abs(testing::loss_values(dir + "/full")[0] - testing::loss_values(dir + "/live_true")[0]), 1e-4);
+}
+
+TEST(DistillCli, AMismatchedTeacherCacheStopsBeforeTraining) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_bad"));
+  const std::string cache = dir + "/t8.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=8 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string from_cache = " distill.teacher=null distill.teacher_logits=" + cache;
+  auto r = testing::run_lathe_bounded(distill_args(dir, "k", 5) + from_cache + " distill.top_k=4");
+  EXPECT_TRUE(testing::is_clean_error(r, "distill.top_k is 4")) << r.second;
+  // Other data: every token trained (the cache has the assistant turns only).
+  r = testing::run_lathe_bounded(distill_args(dir, "d", 5) + from_cache + " distill.top_k=8 sft.assistant_only_loss=false");
+  EXPECT_TRUE(testing::is_clean_error(r, "written for other data")) << r.second;
+  r = testing::run_lathe_bounded(distill_args(dir, "t", 5) + " distill.top_k=8 distill.teacher_logits=" + cache);
+  EXPECT_TRUE(testing::is_clean_error(r, "both set")) << r.second;
+  r = testing::run_lathe_bounded(distill_args(dir, "n", 5) + from_cache);  // no top_k
+  EXPECT_TRUE(testing::is_clean_error(r, "needs distill.top_k")) << r.second;
+  fs::resize_file(cache, fs::file_size(cache) - 100);
+  r = testing::run_lathe_bounded(distill_args(dir, "c", 5) + from_cache + " distill.top_k=8");
+  EXPECT_TRUE(testing::is_clean_error(r, "truncated")) << r.second;
+  for (const char* run : {"k", "d", "t", "n", "c"}) EXPECT_FALSE(fs::exists(dir + "/" + run + "/checkpoints")) << run;
+  r = testing::run_lathe_bounded("distill-cache recipes/distill/tiny.yaml --out " + dir + "/x.kd" + tok);  // no top_k
+  EXPECT_TRUE(testing::is_clean_error(r, "distill.top_k > 0")) << r.second;
 }
 
 }  // namespace
