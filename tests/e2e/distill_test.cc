@@ -10,7 +10,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
+#include <utility>
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
@@ -121,23 +123,49 @@ TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
   EXPECT_TRUE(testing::is_clean_error(r, "lathe distill")) << r.second;
 }
 
-// The cache is written once, with packing on (tiny.yaml's); the shipped recipes/distill/tiny-cached.yaml reads it
-// with and without packing (its rows are keyed by example, not by training row) and logs the live teacher's
-// losses at the same top_k.
+// The example conversations cut to their first exchange (about 55 tokens each), so that bfd packs two or more
+// into a row of sft.max_length 128.
+std::string short_conversations(const std::string& dir) {
+  std::ifstream in("recipes/sft/tiny.jsonl");
+  std::ofstream out(dir + "/short.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    j["messages"].erase(j["messages"].begin() + 2, j["messages"].end());
+    out << j.dump() << "\n";
+  }
+  return dir + "/short.jsonl";
+}
+
+// The rows count of the "sft data: N examples, ...; R rows" start-up line.
+std::pair<int, int> examples_and_rows(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("sft data: ([0-9]+) examples, .*; ([0-9]+) rows"))) return {0, 0};
+  return {std::stoi(m[1]), std::stoi(m[2])};
+}
+
+// The cache is written once, without packing; the shipped recipes/distill/tiny-cached.yaml reads it with bfd
+// packing (several examples per row: its rows are keyed by example, not by training row) and without, shuffled,
+// and logs the live teacher's losses at the same top_k.
 TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
   const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache"));
-  const std::string cache = dir + "/teacher_top32.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
-  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=32 run.threads=2 --out " +
-                                      cache + tok);
+  const std::string cache = dir + "/teacher_top32.kd";
+  const std::string data = " data.train=" + short_conversations(dir), tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=32 sft.packing=false"
+                                      " run.threads=2 --out " + cache + data + tok);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("wrote " + cache), std::string::npos) << out;
   for (const char* packing : {"true", "false"}) {
-    const std::string common = std::string(" distill.loss=jsd sft.packing=") + packing;
+    const std::string common = data + " distill.loss=jsd sft.packing=" + packing;
     std::tie(rc, out) = testing::run_lathe(distill_args(dir, std::string("live_") + packing, 6) + common + " distill.top_k=32");
     ASSERT_EQ(rc, 0) << out;
-    std::tie(rc, out) = testing::run_lathe("distill recipes/distill/tiny-cached.yaml" + tok + " run.dir=" + dir +
-                                           "/cached_" + packing + " run.threads=2 schedule.steps=6 checkpoint.every=10" +
-                                           " distill.teacher_logits=" + cache + common);
+    const auto [n_examples, n_rows] = examples_and_rows(out);
+    if (std::string(packing) == "true") {
+      EXPECT_LT(n_rows, n_examples) << "bfd packs: " << out;
+    }
+    std::tie(rc, out) = testing::run_lathe("distill recipes/distill/tiny-cached.yaml run.dir=" + dir + "/cached_" +
+                                           packing + " run.threads=2 schedule.steps=6 checkpoint.every=10" +
+                                           " distill.teacher_logits=" + cache + common + tok);
     ASSERT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("top-32 logits from " + cache), std::string::npos) << out;
     const auto live = testing::loss_values(dir + "/live_" + packing);
@@ -149,7 +177,7 @@ TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
       EXPECT_NEAR(cached[i], live[i], 1e-5 * std::abs(live[i])) << "packing " << packing << " step " << i + 1;
   }
   // The full-vocabulary loss differs from the top-32 one: the comparison above is not vacuous.
-  std::tie(rc, out) = testing::run_lathe(distill_args(dir, "full", 6) + " distill.loss=jsd");
+  std::tie(rc, out) = testing::run_lathe(distill_args(dir, "full", 6) + data + " distill.loss=jsd");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_GT(std::abs(testing::loss_values(dir + "/full")[0] - testing::loss_values(dir + "/live_true")[0]), 1e-4);
 }
