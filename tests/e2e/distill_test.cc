@@ -3,7 +3,8 @@
 // the loss falls, the KL per token is logged, the run ends with a Hugging Face folder (or a PEFT adapter with
 // a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, a teacher with another
 // vocabulary is refused before training, and training from the teacher's top-k cached on disk (lathe
-// distill-cache) logs the live top-k teacher's losses, while a cache for other data or another k is refused.
+// distill-cache) logs the live top-k teacher's losses (packed or not, resumed, on two ranks), while a cache
+// for other data or another k is refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -180,6 +181,54 @@ TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
   std::tie(rc, out) = testing::run_lathe(distill_args(dir, "full", 6) + data + " distill.loss=jsd");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_GT(std::abs(testing::loss_values(dir + "/full")[0] - testing::loss_values(dir + "/live_true")[0]), 1e-4);
+}
+
+// Resuming from the cache: the data position comes back, and with it each row's cached teacher rows.
+TEST(DistillCli, SigkillAndResumeFromTheCacheReproducesTheUninterruptedRun) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_resume"));
+  const std::string cache = dir + "/t16.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=16 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  const int steps = 100;
+  auto args = [&](const std::string& run) {
+    return "distill recipes/distill/tiny-cached.yaml distill.top_k=16 distill.teacher_logits=" + cache + tok +
+           " run.dir=" + dir + "/" + run + " run.threads=2 checkpoint.every=10 schedule.steps=" + std::to_string(steps);
+  };
+  std::tie(rc, out) = testing::run_lathe(args("full"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto want = testing::loss_lines(dir + "/full");
+  ASSERT_EQ(want.size(), static_cast<size_t>(steps));
+  const pid_t pid = testing::spawn_lathe_logged(args("killed"), dir + "/killed.log");
+  ASSERT_GT(pid, 0);
+  testing::wait_for_file(dir + "/killed/checkpoints/step_00000020/DONE");
+  ASSERT_TRUE(testing::kill_and_reap(pid)) << "the run finished before it could be killed";
+  std::tie(rc, out) = testing::run_lathe(args("killed") + " --resume");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_EQ(testing::loss_lines(dir + "/killed"), want);
+}
+
+// Two ranks reading one cache (each its share of every batch) follow one process. Skipped without mpirun.
+TEST(DistillCli, TwoRanksFromTheCacheEqualOneProcess) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_mpi"));
+  const std::string cache = dir + "/t16.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=16 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  auto args = [&](const std::string& run) {
+    return "distill recipes/distill/tiny-cached.yaml distill.top_k=16 distill.teacher_logits=" + cache + tok +
+           " run.dir=" + dir + "/" + run + " run.threads=1 schedule.steps=8";
+  };
+  std::tie(rc, out) = testing::run_lathe(args("one"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = testing::run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
+      " " + args("two"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u) << out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
 }
 
 TEST(DistillCli, AMismatchedTeacherCacheStopsBeforeTraining) {
