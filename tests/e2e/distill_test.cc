@@ -158,7 +158,8 @@ TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
   EXPECT_NE(out.find("wrote " + cache), std::string::npos) << out;
   for (const char* packing : {"true", "false"}) {
     const std::string common = data + " distill.loss=jsd sft.packing=" + packing;
-    std::tie(rc, out) = testing::run_lathe(distill_args(dir, std::string("live_") + packing, 6) + common + " distill.top_k=32");
+    const std::string live_run = std::string("live_") + packing;
+    std::tie(rc, out) = testing::run_lathe(distill_args(dir, live_run, 6) + common + " distill.top_k=32");
     ASSERT_EQ(rc, 0) << out;
     const auto [n_examples, n_rows] = examples_and_rows(out);
     if (std::string(packing) == "true") {
@@ -240,7 +241,8 @@ TEST(DistillCli, AMismatchedTeacherCacheStopsBeforeTraining) {
   auto r = testing::run_lathe_bounded(distill_args(dir, "k", 5) + from_cache + " distill.top_k=4");
   EXPECT_TRUE(testing::is_clean_error(r, "distill.top_k is 4")) << r.second;
   // Other data: every token trained (the cache has the assistant turns only).
-  r = testing::run_lathe_bounded(distill_args(dir, "d", 5) + from_cache + " distill.top_k=8 sft.assistant_only_loss=false");
+  r = testing::run_lathe_bounded(distill_args(dir, "d", 5) + from_cache +
+                                 " distill.top_k=8 sft.assistant_only_loss=false");
   EXPECT_TRUE(testing::is_clean_error(r, "written for other data")) << r.second;
   r = testing::run_lathe_bounded(distill_args(dir, "t", 5) + " distill.top_k=8 distill.teacher_logits=" + cache);
   EXPECT_TRUE(testing::is_clean_error(r, "both set")) << r.second;

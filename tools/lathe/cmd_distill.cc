@@ -54,10 +54,11 @@ const CommandSpec& distill_cache_spec() {
       .name = "distill-cache",
       .usage = "RECIPE.yaml [key=value ...] --out FILE",
       .brief = "run a distillation teacher once and write its top-k logits to a file (docs/distill.md)",
-      .summary = "Runs distill.teacher over the recipe's data.train, encoded as lathe distill encodes it, and writes its\n"
-                 "distill.top_k largest logits at every trained position to FILE (a teacher cache, docs/distill.md).\n"
-                 "Train from it with distill.teacher_logits=FILE distill.teacher=null and the same data keys and\n"
-                 "top_k; a cache written for other data or another k is refused at start. One process.\n",
+      .summary = "Runs distill.teacher over the recipe's data.train, encoded as lathe distill encodes it, and writes\n"
+                 "its distill.top_k largest logits at every trained position to FILE (a teacher cache,\n"
+                 "docs/distill.md). Train from it with distill.teacher_logits=FILE distill.teacher=null and the\n"
+                 "same data keys and top_k; a cache written for other data or another k is refused at start.\n"
+                 "One process.\n",
       .options = {
           {"--out", "FILE", "the teacher cache to write (replaced atomically)"},
       }};

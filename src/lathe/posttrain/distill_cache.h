@@ -19,9 +19,10 @@ struct DistillCacheResult {
 };
 
 // cfg: a resolved recipe whose distill: section names distill.teacher and distill.top_k > 0 (InvalidArgument
-// otherwise). The student (model.base or model.config) is opened for its encoder only. Reads and encodes the data exactly as lathe distill does (SftObjective), runs the teacher on
-// data.batch_size sequences at a time and the head distill.chunk_rows positions at a time (no [N, V] logits),
-// and writes `out` crash-safely. Single-process; threads from run.threads.
+// otherwise). The student (model.base or model.config) is opened for its encoder only. Reads and encodes the data
+// exactly as lathe distill does (SftObjective), runs the teacher on data.batch_size sequences at a time and the head
+// distill.chunk_rows positions at a time (no [N, V] logits), and writes `out` crash-safely. Single-process; threads
+// from run.threads.
 DistillCacheResult write_distill_cache(train::TrainConfig cfg, const std::string& out,
                                        const std::function<void(const std::string&)>& note);
 

@@ -66,9 +66,10 @@ struct DistillSums {
 // Σ_i w_i·(α·[T²]·D_i + (1−α)·CE_i) -> [1], over the rows with w_i ≠ 0, differentiable in hidden and weight.
 // hidden [N, C] f32 (the student's final-normed states), weight [V, C] f32 (its head), targets [N] i32 (the
 // hard label, -100: none; needed only when α < 1), row_weights [N]. The head runs chunk_rows rows at a time:
-// student logits zs, teacher logits zt and dzs, each [chunk_rows, V] f32 (zt [chunk_rows, k] from a cache),
-// are the only vocabulary-wide buffers (3·chunk_rows·V·4 bytes at once, whatever N); the gradients dhidden [N, C] and dweight [V, C] are
-// computed chunk by chunk in the forward (when recording) and held by the node until the backward.
+// student logits zs, teacher logits zt and dzs, each [chunk_rows, V] f32 (zt [chunk_rows, k] from a cache), are
+// the only vocabulary-wide buffers (3·chunk_rows·V·4 bytes at once, whatever N); the gradients dhidden [N, C]
+// and dweight [V, C] are computed chunk by chunk in the forward (when recording) and held by the node until the
+// backward.
 Tensor linear_distill_loss(const Tensor& hidden, const Tensor& weight, const TeacherLogitsFn& teacher,
                            const std::vector<int32_t>& targets, const std::vector<double>& row_weights,
                            const DistillLossOptions& o, DistillSums* sums = nullptr);

@@ -58,7 +58,9 @@ Tensor distill_loss(Model& student, const Model& teacher, const SftBatch& b, con
     NoGradGuard no_grad;
     ht = teacher.hidden(b.forward_batch());
   }
-  auto logits = [&](int64_t r0, int64_t r) { return TeacherRows{.logits = teacher_head(teacher, ht.slice(0, r0, r0 + r))}; };
+  auto logits = [&](int64_t r0, int64_t r) {
+    return TeacherRows{.logits = teacher_head(teacher, ht.slice(0, r0, r0 + r))};  // [r, V]
+  };
   return student_distill_loss(student, logits, b, o, weight, fo, sums);
 }
 

@@ -57,7 +57,8 @@ std::vector<SftRow> build_rows(std::span<const TokenizedExample> examples, Packi
         row.n_targets += trained;
       }
       if (row.n_targets > 0) {
-        row.sources.push_back({.index = static_cast<int64_t>(rows.size()), .tokens = static_cast<int64_t>(end - start)});
+        row.sources.push_back({.index = static_cast<int64_t>(rows.size()),  // the row is its own source
+                               .tokens = static_cast<int64_t>(end - start)});
         rows.push_back(std::move(row));
       }
     }

@@ -89,7 +89,8 @@ void write_teacher_cache(const std::string& path, const TeacherCacheInfo& info,
     });
     LATHE_CHECK_ARG(rows == info.n_rows, "[write_teacher_cache] ", rows, " rows written, ", info.n_rows, " announced");
     const uint64_t digest = sum.digest();
-    buf.insert(buf.end(), reinterpret_cast<const char*>(&digest), reinterpret_cast<const char*>(&digest) + sizeof digest);
+    const auto* d = reinterpret_cast<const char*>(&digest);
+    buf.insert(buf.end(), d, d + sizeof digest);
     append(buf.data(), buf.size());
   });
 }

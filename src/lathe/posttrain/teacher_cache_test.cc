@@ -161,7 +161,8 @@ TEST(TeacherCache, WrappedRowsAreTheirOwnSources) {
     EXPECT_EQ(sources[i].targets, wrapped[i].targets);
   }
   // Their attention crosses examples: another cut is other data.
-  EXPECT_NE(teacher_cache_fingerprint(sources), teacher_cache_fingerprint(source_rows(build_rows(examples(), Packing::kNone, 8))));
+  const std::vector<SftRow> unpacked = source_rows(build_rows(examples(), Packing::kNone, 8));
+  EXPECT_NE(teacher_cache_fingerprint(sources), teacher_cache_fingerprint(unpacked));
 }
 
 }  // namespace
