@@ -1,15 +1,19 @@
 // lathe distill end to end through the binary, on the shipped example (recipes/distill/tiny.yaml: the fixture
 // Llama as the student, the wider fixture teacher, twelve conversations, the byte-level ChatML tokenizer):
 // the loss falls, the KL per token is logged, the run ends with a Hugging Face folder (or a PEFT adapter with
-// a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, and a teacher with another
-// vocabulary is refused before training.
+// a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, a teacher with another
+// vocabulary is refused before training, and training from the teacher's top-k cached on disk (lathe
+// distill-cache) logs the live top-k teacher's losses (packed or not, resumed, on two ranks), while a cache
+// for other data or another k is refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
+#include <utility>
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
@@ -118,6 +122,138 @@ TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
   EXPECT_TRUE(testing::is_clean_error(r, "distill.beta")) << r.second;
   r = testing::run_lathe_bounded("sft recipes/distill/tiny.yaml run.dir=" + dir + "/s");  // not sft's
   EXPECT_TRUE(testing::is_clean_error(r, "lathe distill")) << r.second;
+}
+
+// The example conversations cut to their first exchange (about 55 tokens each), so that bfd packs two or more
+// into a row of sft.max_length 128.
+std::string short_conversations(const std::string& dir) {
+  std::ifstream in("recipes/sft/tiny.jsonl");
+  std::ofstream out(dir + "/short.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    j["messages"].erase(j["messages"].begin() + 2, j["messages"].end());
+    out << j.dump() << "\n";
+  }
+  return dir + "/short.jsonl";
+}
+
+// The rows count of the "sft data: N examples, ...; R rows" start-up line.
+std::pair<int, int> examples_and_rows(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("sft data: ([0-9]+) examples, .*; ([0-9]+) rows"))) return {0, 0};
+  return {std::stoi(m[1]), std::stoi(m[2])};
+}
+
+// The cache is written once, without packing; the shipped recipes/distill/tiny-cached.yaml reads it with bfd
+// packing (several examples per row: its rows are keyed by example, not by training row) and without, shuffled,
+// and logs the live teacher's losses at the same top_k.
+TEST(DistillCli, CachedTopKLogitsTrainAsTheLiveTeacher) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache"));
+  const std::string cache = dir + "/teacher_top32.kd";
+  const std::string data = " data.train=" + short_conversations(dir), tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=32 sft.packing=false"
+                                      " run.threads=2 --out " + cache + data + tok);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("wrote " + cache), std::string::npos) << out;
+  for (const char* packing : {"true", "false"}) {
+    const std::string common = data + " distill.loss=jsd sft.packing=" + packing;
+    const std::string live_run = std::string("live_") + packing;
+    std::tie(rc, out) = testing::run_lathe(distill_args(dir, live_run, 6) + common + " distill.top_k=32");
+    ASSERT_EQ(rc, 0) << out;
+    const auto [n_examples, n_rows] = examples_and_rows(out);
+    if (std::string(packing) == "true") {
+      EXPECT_LT(n_rows, n_examples) << "bfd packs: " << out;
+    }
+    std::tie(rc, out) = testing::run_lathe("distill recipes/distill/tiny-cached.yaml run.dir=" + dir + "/cached_" +
+                                           packing + " run.threads=2 schedule.steps=6 checkpoint.every=10" +
+                                           " distill.teacher_logits=" + cache + common + tok);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("top-32 logits from " + cache), std::string::npos) << out;
+    const auto live = testing::loss_values(dir + "/live_" + packing);
+    const auto cached = testing::loss_values(dir + "/cached_" + packing);
+    ASSERT_EQ(live.size(), 6u);
+    ASSERT_EQ(cached.size(), 6u);
+    // The teacher ran on other batches when the cache was written: equal up to f32 rounding of its forward.
+    for (size_t i = 0; i < live.size(); ++i)
+      EXPECT_NEAR(cached[i], live[i], 1e-5 * std::abs(live[i])) << "packing " << packing << " step " << i + 1;
+  }
+  // The full-vocabulary loss differs from the top-32 one: the comparison above is not vacuous.
+  std::tie(rc, out) = testing::run_lathe(distill_args(dir, "full", 6) + data + " distill.loss=jsd");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_GT(std::abs(testing::loss_values(dir + "/full")[0] - testing::loss_values(dir + "/live_true")[0]), 1e-4);
+}
+
+// Resuming from the cache: the data position comes back, and with it each row's cached teacher rows.
+TEST(DistillCli, SigkillAndResumeFromTheCacheReproducesTheUninterruptedRun) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_resume"));
+  const std::string cache = dir + "/t16.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=16 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  const int steps = 100;
+  auto args = [&](const std::string& run) {
+    return "distill recipes/distill/tiny-cached.yaml distill.top_k=16 distill.teacher_logits=" + cache + tok +
+           " run.dir=" + dir + "/" + run + " run.threads=2 checkpoint.every=10 schedule.steps=" + std::to_string(steps);
+  };
+  std::tie(rc, out) = testing::run_lathe(args("full"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto want = testing::loss_lines(dir + "/full");
+  ASSERT_EQ(want.size(), static_cast<size_t>(steps));
+  const pid_t pid = testing::spawn_lathe_logged(args("killed"), dir + "/killed.log");
+  ASSERT_GT(pid, 0);
+  testing::wait_for_file(dir + "/killed/checkpoints/step_00000020/DONE");
+  ASSERT_TRUE(testing::kill_and_reap(pid)) << "the run finished before it could be killed";
+  std::tie(rc, out) = testing::run_lathe(args("killed") + " --resume");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_EQ(testing::loss_lines(dir + "/killed"), want);
+}
+
+// Two ranks reading one cache (each its share of every batch) follow one process. Skipped without mpirun.
+TEST(DistillCli, TwoRanksFromTheCacheEqualOneProcess) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_mpi"));
+  const std::string cache = dir + "/t16.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=16 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  auto args = [&](const std::string& run) {
+    return "distill recipes/distill/tiny-cached.yaml distill.top_k=16 distill.teacher_logits=" + cache + tok +
+           " run.dir=" + dir + "/" + run + " run.threads=1 schedule.steps=8";
+  };
+  std::tie(rc, out) = testing::run_lathe(args("one"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = testing::run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
+      " " + args("two"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u) << out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
+}
+
+TEST(DistillCli, AMismatchedTeacherCacheStopsBeforeTraining) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_cache_bad"));
+  const std::string cache = dir + "/t8.kd", tok = " sft.tokenizer=" + dir + "/tokenizer";
+  auto [rc, out] = testing::run_lathe("distill-cache recipes/distill/tiny.yaml distill.top_k=8 --out " + cache + tok);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string from_cache = " distill.teacher=null distill.teacher_logits=" + cache;
+  auto r = testing::run_lathe_bounded(distill_args(dir, "k", 5) + from_cache + " distill.top_k=4");
+  EXPECT_TRUE(testing::is_clean_error(r, "distill.top_k is 4")) << r.second;
+  // Other data: every token trained (the cache has the assistant turns only).
+  r = testing::run_lathe_bounded(distill_args(dir, "d", 5) + from_cache +
+                                 " distill.top_k=8 sft.assistant_only_loss=false");
+  EXPECT_TRUE(testing::is_clean_error(r, "written for other data")) << r.second;
+  r = testing::run_lathe_bounded(distill_args(dir, "t", 5) + " distill.top_k=8 distill.teacher_logits=" + cache);
+  EXPECT_TRUE(testing::is_clean_error(r, "both set")) << r.second;
+  r = testing::run_lathe_bounded(distill_args(dir, "n", 5) + from_cache);  // no top_k
+  EXPECT_TRUE(testing::is_clean_error(r, "needs distill.top_k")) << r.second;
+  fs::resize_file(cache, fs::file_size(cache) - 100);
+  r = testing::run_lathe_bounded(distill_args(dir, "c", 5) + from_cache + " distill.top_k=8");
+  EXPECT_TRUE(testing::is_clean_error(r, "truncated")) << r.second;
+  for (const char* run : {"k", "d", "t", "n", "c"}) EXPECT_FALSE(fs::exists(dir + "/" + run + "/checkpoints")) << run;
+  r = testing::run_lathe_bounded("distill-cache recipes/distill/tiny.yaml --out " + dir + "/x.kd" + tok);  // no top_k
+  EXPECT_TRUE(testing::is_clean_error(r, "distill.top_k > 0")) << r.second;
 }
 
 }  // namespace

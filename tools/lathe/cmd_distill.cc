@@ -1,8 +1,13 @@
 // lathe distill RECIPE.yaml [key=value ...] [--resume | --overwrite]: offline logit distillation from a frozen
 // teacher (docs/distill.md) on the shared training loop, as lathe sft: progress line, metrics, checkpoints,
 // exact resume, a loss curve, and <run>/model (or <run>/adapter with a lora: section).
+// lathe distill-cache RECIPE.yaml [key=value ...] --out FILE: the teacher's top-k logits on disk, read by
+// distill.teacher_logits in place of the teacher.
+#include <cstdio>
 #include <string>
+#include <vector>
 
+#include "lathe/posttrain/distill_cache.h"
 #include "lathe/posttrain/distill_trainer.h"
 #include "train_command.h"
 
@@ -42,6 +47,48 @@ int cmd_distill(int argc, char** argv) {
       },
   };
   return run_fine_tune<posttrain::DistillTrainer>(*r, cmd);
+}
+
+const CommandSpec& distill_cache_spec() {
+  static const CommandSpec spec{
+      .name = "distill-cache",
+      .usage = "RECIPE.yaml [key=value ...] --out FILE",
+      .brief = "run a distillation teacher once and write its top-k logits to a file (docs/distill.md)",
+      .summary = "Runs distill.teacher over the recipe's data.train, encoded as lathe distill encodes it, and writes\n"
+                 "its distill.top_k largest logits at every trained position to FILE (a teacher cache,\n"
+                 "docs/distill.md). Train from it with distill.teacher_logits=FILE distill.teacher=null and the\n"
+                 "same data keys and top_k; a cache written for other data or another k is refused at start.\n"
+                 "One process.\n",
+      .options = {
+          {"--out", "FILE", "the teacher cache to write (replaced atomically)"},
+      }};
+  return spec;
+}
+
+int cmd_distill_cache(int argc, char** argv) {
+  const Args a = Args::parse(argc, argv, 2, distill_cache_spec());
+  std::string recipe;  // as parse_recipe_args, without --resume / --overwrite: nothing here resumes
+  std::vector<std::string> overrides;
+  for (const auto& p : a.positional) {
+    if (p.find('=') != std::string::npos) overrides.push_back(p);
+    else if (recipe.empty()) recipe = p;
+    else throw InvalidArgument(str_cat("distill-cache: more than one recipe given ('", recipe, "' and '", p, "')"));
+  }
+  if (a.help() || recipe.empty()) {
+    std::fputs(help_text(distill_cache_spec()).c_str(), stderr);
+    return a.help() ? 0 : 2;
+  }
+  const std::string out = a.str("--out", "");
+  LATHE_CHECK_ARG(!out.empty(), "distill-cache: --out FILE is required");
+  train::TrainConfig cfg = train::load_recipe(recipe, overrides);
+  LATHE_CHECK_ARG(!cfg.distill.is_null(), recipe, ": no distill: section (distill-cache reads distill.teacher"
+                  " and distill.top_k; docs/distill.md)");
+  const posttrain::DistillCacheResult res = posttrain::write_distill_cache(
+      std::move(cfg), out, [](const std::string& m) { std::printf("%s\n", m.c_str()); });
+  std::printf("wrote %s: %lld positions of %lld sequences, top %lld logits each, %lld bytes\n", out.c_str(),
+              static_cast<long long>(res.n_rows), static_cast<long long>(res.n_sources),
+              static_cast<long long>(res.k), static_cast<long long>(res.bytes));
+  return 0;
 }
 
 }  // namespace lathe::cli

@@ -79,6 +79,34 @@ double distill_row(const float* zs, const float* zt, int64_t v, const DistillLos
   return d_value;
 }
 
+double distill_row_top_k(const float* zs, int64_t v, const int32_t* ids, const float* zt, int64_t k,
+                         const DistillLossOptions& o, float* dzs, double* kl_forward) {
+  // Renormalising over S is the full-vocabulary formula on the gathered logits (the soft-cap is per logit).
+  std::vector<float> zk(static_cast<size_t>(k)), gk(dzs ? static_cast<size_t>(k) : 0);
+  for (int64_t j = 0; j < k; ++j) zk[j] = zs[ids[j]];
+  const double d = distill_row(zk.data(), zt, k, o, dzs ? gk.data() : nullptr, kl_forward);
+  if (dzs) {
+    std::fill(dzs, dzs + v, 0.f);
+    for (int64_t j = 0; j < k; ++j) dzs[ids[j]] = gk[j];
+  }
+  return d;
+}
+
+void teacher_top_k(const float* z, int64_t v, int64_t k, int32_t* ids, float* top) {
+  LATHE_CHECK_ARG(k >= 1 && k <= v, "[teacher_top_k] k = ", k, " outside [1, ", v, "]");
+  auto key = [z](int32_t i) { return std::isnan(z[i]) ? -INFINITY : z[i]; };  // a strict weak order
+  std::vector<int32_t> idx(static_cast<size_t>(v));
+  for (int64_t j = 0; j < v; ++j) idx[j] = static_cast<int32_t>(j);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    const float ka = key(a), kb = key(b);
+    return ka > kb || (ka == kb && a < b);
+  });
+  for (int64_t j = 0; j < k; ++j) {
+    ids[j] = idx[j];
+    top[j] = z[idx[j]];
+  }
+}
+
 Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const TeacherLogitsFn& teacher,
                            const std::vector<int32_t>& targets, const std::vector<double>& row_weights,
                            const DistillLossOptions& o, DistillSums* sums) {
@@ -93,6 +121,8 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
   LATHE_CHECK_ARG(o.temperature > 0 && o.chunk_rows >= 1 && o.beta >= 0 && o.beta <= 1 && o.alpha >= 0 &&
                       o.alpha <= 1,
                   "[linear_distill_loss] temperature > 0, chunk_rows >= 1, beta and alpha in [0, 1] expected");
+  const int64_t top_k = o.top_k;
+  LATHE_CHECK_ARG(top_k >= 0 && top_k <= V, "[linear_distill_loss] top_k ", top_k, " outside [0, ", V, "]");
   const Tensor hidden = hidden_in.to(DType::kF32).contiguous();
   const bool want_grad = needs_grad({&hidden_in, &weight});
   const bool want_w = want_grad && weight.requires_grad();  // a LoRA run's frozen head takes none
@@ -117,21 +147,48 @@ Tensor linear_distill_loss(const Tensor& hidden_in, const Tensor& weight, const 
     if (!any) continue;
     const Tensor h = hidden.slice(0, r0, r0 + r).contiguous();  // [r, C]
     const Tensor zs = linear(h, weight);                        // [r, V]
-    const Tensor zt = teacher(r0, r).to(DType::kF32).contiguous();  // [r, V]
-    LATHE_CHECK_ARG(zt.dim() == 2 && zt.size(0) == r && zt.size(1) == V, "[linear_distill_loss] teacher logits ",
-                    shape_str(zt.shape()), " for ", r, " rows of a ", V, "-token vocabulary");
+    const TeacherRows t = teacher(r0, r);
+    const Tensor zt = t.logits.to(DType::kF32).contiguous();  // [r, V], or [r, top_k] with ids
+    const bool cached = t.ids.defined();                       // the teacher's top-k, given
+    const int64_t zt_cols = cached ? top_k : V;
+    LATHE_CHECK_ARG(top_k > 0 || !cached, "[linear_distill_loss] teacher top-k ids for a full-vocabulary loss");
+    LATHE_CHECK_ARG(zt.dim() == 2 && zt.size(0) == r && zt.size(1) == zt_cols, "[linear_distill_loss] teacher logits ",
+                    shape_str(zt.shape()), " for ", r, " rows, ", zt_cols, " expected per row");
+    Tensor tid;  // [r, top_k] i32 when cached
+    if (cached) {
+      tid = t.ids.contiguous();
+      LATHE_CHECK_ARG(tid.dtype() == DType::kI32 && tid.shape() == zt.shape(), "[linear_distill_loss] teacher ids ",
+                      shape_str(tid.shape()), " i32 expected, as the logits ", shape_str(zt.shape()));
+      const int32_t* p = tid.data<int32_t>();
+      for (int64_t k = 0; k < r; ++k)
+        if (row_weights[static_cast<size_t>(r0 + k)] != 0)
+          for (int64_t j = 0; j < top_k; ++j)
+            LATHE_CHECK_ARG(p[k * top_k + j] >= 0 && p[k * top_k + j] < V, "[linear_distill_loss] teacher id ",
+                            p[k * top_k + j], " (row ", r0 + k, ") outside the vocabulary [0, ", V, ")");
+    }
+    const int32_t* tidp = cached ? tid.data<int32_t>() : nullptr;
     Tensor dz = want_grad ? Tensor::zeros({r, V}) : Tensor();  // [r, V] d(loss)/d(zs)
     const float* zsp = zs.data<float>();
     const float* ztp = zt.data<float>();
     float* dzp = want_grad ? dz.data<float>() : nullptr;
     parallel_rows(r, 4 * V, [&](int64_t, int64_t b, int64_t e) {
       std::vector<float> g(static_cast<size_t>(V));
+      std::vector<int32_t> sel_ids(static_cast<size_t>(cached ? 0 : top_k));  // [top_k] selected here
+      std::vector<float> sel_z(sel_ids.size());
       for (int64_t k = b; k < e; ++k) {
         const int64_t i = r0 + k;
         const double w = row_weights[static_cast<size_t>(i)];
         if (w == 0) continue;
         const float* z = zsp + k * V;
-        row_d[i] = distill_row(z, ztp + k * V, V, o, want_grad ? g.data() : nullptr, &row_kl[i]);
+        float* gp = want_grad ? g.data() : nullptr;
+        if (top_k == 0) {
+          row_d[i] = distill_row(z, ztp + k * V, V, o, gp, &row_kl[i]);
+        } else if (cached) {
+          row_d[i] = distill_row_top_k(z, V, tidp + k * top_k, ztp + k * top_k, top_k, o, gp, &row_kl[i]);
+        } else {
+          teacher_top_k(ztp + k * V, V, top_k, sel_ids.data(), sel_z.data());
+          row_d[i] = distill_row_top_k(z, V, sel_ids.data(), sel_z.data(), top_k, o, gp, &row_kl[i]);
+        }
         float* dr = want_grad ? dzp + k * V : nullptr;
         if (dr)
           for (int64_t j = 0; j < V; ++j) dr[j] = static_cast<float>(w * kd_scale * g[j]);

@@ -6,6 +6,10 @@
 //                (special-cased: the mixture's own limits are 0)
 // times T² when asked (Hinton / Tunix; TRL's JSD has none), mixed with the hard-label NLL of the student at
 // temperature 1:  L_i = α·[T²]·D_i + (1 − α)·CE(z_S, y_i).
+// Top-k (Tunix `distill_top_k`): with k > 0, D is taken over the teacher's k largest logits S only, both sides
+// renormalised there (p = softmax(z_T[S] / T), q = softmax(z_S[S] / T)); the student's gradient is zero off S,
+// the hard-label CE stays over the whole vocabulary. k teacher logits per position are what a cache on disk
+// holds (teacher_cache.h).
 // The student logits are never held for all rows: the head runs over chunks of rows (see linear_distill_loss).
 #pragma once
 
@@ -27,6 +31,7 @@ struct DistillLossOptions {
   double alpha = 1.0;         // weight of the divergence; 1 − alpha weighs the hard-label NLL
   float final_softcap = 0.f;  // the student's final logit soft-cap (Gemma 2); the teacher's is the caller's
   int64_t chunk_rows = 256;   // rows per head chunk
+  int64_t top_k = 0;          // the divergence over the teacher's top-k ids only; 0: the whole vocabulary
 };
 
 // One row: the divergence D (no T², no α) of student logits zs [V] from teacher logits zt [V], and its
@@ -34,8 +39,23 @@ struct DistillLossOptions {
 double distill_row(const float* zs, const float* zt, int64_t v, const DistillLossOptions& o, float* dzs,
                    double* kl_forward);
 
-// Teacher logits [r, V] f32 of rows [r0, r0 + r) (no gradient): the caller's teacher head over its hidden.
-using TeacherLogitsFn = std::function<Tensor(int64_t r0, int64_t r)>;
+// The same over the teacher's top-k: ids [k] (distinct, in [0, v)) and their teacher logits zt [k]; the student
+// logits zs [V] are read at the ids. Both sides are renormalised over the ids: D of softmax(zt / T) from
+// softmax(zs[ids] / T). dzs [V] (when not null) is zero off the ids; kl_forward is the renormalised KL(p‖q).
+double distill_row_top_k(const float* zs, int64_t v, const int32_t* ids, const float* zt, int64_t k,
+                         const DistillLossOptions& o, float* dzs, double* kl_forward);
+
+// The k largest of logits z [V] (1 <= k <= V): their ids [k] and values top [k], largest first, ties to the
+// smaller id (NaN ranks lowest), so the live teacher and its cache on disk select the same ids.
+void teacher_top_k(const float* z, int64_t v, int64_t k, int32_t* ids, float* top);
+
+// The teacher's side of rows [r0, r0 + r) (no gradient): its logits [r, V] f32 (ids undefined), or when the
+// loss has top_k = k, either those or its top-k only: ids [r, k] i32 with their logits [r, k] f32 (a cache).
+struct TeacherRows {
+  Tensor logits;  // [r, V] or [r, k] f32
+  Tensor ids;     // [r, k] i32, or undefined
+};
+using TeacherLogitsFn = std::function<TeacherRows(int64_t r0, int64_t r)>;
 
 struct DistillSums {
   double divergence = 0;  // Σ_i w_i·D_i over the weighted rows (no T², no α)
@@ -46,9 +66,10 @@ struct DistillSums {
 // Σ_i w_i·(α·[T²]·D_i + (1−α)·CE_i) -> [1], over the rows with w_i ≠ 0, differentiable in hidden and weight.
 // hidden [N, C] f32 (the student's final-normed states), weight [V, C] f32 (its head), targets [N] i32 (the
 // hard label, -100: none; needed only when α < 1), row_weights [N]. The head runs chunk_rows rows at a time:
-// student logits zs, teacher logits zt and dzs, each [chunk_rows, V] f32, are the only vocabulary-wide
-// buffers (3·chunk_rows·V·4 bytes at once, whatever N); the gradients dhidden [N, C] and dweight [V, C] are
-// computed chunk by chunk in the forward (when recording) and held by the node until the backward.
+// student logits zs, teacher logits zt and dzs, each [chunk_rows, V] f32 (zt [chunk_rows, k] from a cache), are
+// the only vocabulary-wide buffers (3·chunk_rows·V·4 bytes at once, whatever N); the gradients dhidden [N, C]
+// and dweight [V, C] are computed chunk by chunk in the forward (when recording) and held by the node until the
+// backward.
 Tensor linear_distill_loss(const Tensor& hidden, const Tensor& weight, const TeacherLogitsFn& teacher,
                            const std::vector<int32_t>& targets, const std::vector<double>& row_weights,
                            const DistillLossOptions& o, DistillSums* sums = nullptr);

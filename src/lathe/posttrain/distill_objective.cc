@@ -17,36 +17,70 @@ void check_teacher_vocab(const Model& student, const Model& teacher, const std::
                   " token, so both models need the same vocabulary");
 }
 
-Tensor distill_loss(Model& student, const Model& teacher, const SftBatch& b, const DistillLossOptions& o,
-                    double weight, const ForwardOptions& fo, DistillSums* sums) {
-  LATHE_CHECK_ARG(b.n_targets > 0, "[distill_loss] a micro-batch without trained tokens");
-  LATHE_CHECK_ARG(!student.weights().lm_head.lora.defined(), "[distill_loss] a LoRA adapter on lm_head is not"
-                  " supported by the distillation head (leave lm_head out of lora.target_modules)");
-  const double denom = b.step_targets > 0 ? b.step_targets : static_cast<double>(b.n_targets);
-  const ForwardBatch fb = b.forward_batch();
-  const Tensor hs = student.hidden(fb, fo);  // [N, C]
-  Tensor ht;                                 // [N, C_teacher]
-  {
-    NoGradGuard no_grad;
-    ht = teacher.hidden(fb);
+Tensor teacher_head(const Model& teacher, const Tensor& hidden) {
+  NoGradGuard no_grad;
+  Tensor z = linear(hidden.contiguous(), teacher.weights().lm_head.weight);  // [r, V]; weight f32 or 16-bit
+  if (const float cap = teacher.config().final_softcap; cap > 0) {
+    float* p = z.data<float>();
+    for (int64_t i = 0; i < z.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);
   }
-  const Tensor wt = teacher.weights().lm_head.weight;  // [V, C_teacher], f32 or 16-bit
-  const float tcap = teacher.config().final_softcap;
-  auto teacher_logits = [&](int64_t r0, int64_t r) {  // [r, V]
-    NoGradGuard no_grad;
-    Tensor z = linear(ht.slice(0, r0, r0 + r).contiguous(), wt);
-    if (tcap > 0) {
-      float* p = z.data<float>();
-      for (int64_t i = 0; i < z.numel(); ++i) p[i] = tcap * std::tanh(p[i] / tcap);
-    }
-    return z;
-  };
+  return z;
+}
+
+namespace {
+
+// The student's side of distill_loss: its hidden states, the row weights, the head against `teacher`.
+Tensor student_distill_loss(Model& student, const TeacherLogitsFn& teacher, const SftBatch& b,
+                            const DistillLossOptions& o, double weight, const ForwardOptions& fo, DistillSums* sums) {
+  const double denom = b.step_targets > 0 ? b.step_targets : static_cast<double>(b.n_targets);
+  const Tensor hs = student.hidden(b.forward_batch(), fo);  // [N, C]
   std::vector<double> w(b.targets.size(), 0.0);
   for (size_t i = 0; i < w.size(); ++i)
     if (b.targets[i] != -100) w[i] = weight / denom;
   DistillLossOptions lo = o;
   lo.final_softcap = student.config().final_softcap;
-  return linear_distill_loss(hs, student.weights().lm_head.weight, teacher_logits, b.targets, w, lo, sums);
+  return linear_distill_loss(hs, student.weights().lm_head.weight, teacher, b.targets, w, lo, sums);
+}
+
+void check_batch(const Model& student, const SftBatch& b) {
+  LATHE_CHECK_ARG(b.n_targets > 0, "[distill_loss] a micro-batch without trained tokens");
+  LATHE_CHECK_ARG(!student.weights().lm_head.lora.defined(), "[distill_loss] a LoRA adapter on lm_head is not"
+                  " supported by the distillation head (leave lm_head out of lora.target_modules)");
+}
+
+}  // namespace
+
+Tensor distill_loss(Model& student, const Model& teacher, const SftBatch& b, const DistillLossOptions& o,
+                    double weight, const ForwardOptions& fo, DistillSums* sums) {
+  check_batch(student, b);
+  Tensor ht;  // [N, C_teacher]
+  {
+    NoGradGuard no_grad;
+    ht = teacher.hidden(b.forward_batch());
+  }
+  auto logits = [&](int64_t r0, int64_t r) {
+    return TeacherRows{.logits = teacher_head(teacher, ht.slice(0, r0, r0 + r))};  // [r, V]
+  };
+  return student_distill_loss(student, logits, b, o, weight, fo, sums);
+}
+
+Tensor distill_loss(Model& student, const CachedTeacher& teacher, const SftBatch& b, const DistillLossOptions& o,
+                    double weight, const ForwardOptions& fo, DistillSums* sums) {
+  check_batch(student, b);
+  const std::vector<int64_t> rows = teacher.rows_of(b);  // [N]
+  const TeacherCache& c = teacher.cache();
+  const int64_t k = c.info().k;
+  auto logits = [&](int64_t r0, int64_t r) {
+    TeacherRows t{.logits = Tensor::zeros({r, k}), .ids = Tensor::zeros({r, k}, DType::kI32)};  // [r, k] each
+    for (int64_t i = 0; i < r; ++i) {
+      const int64_t row = rows[static_cast<size_t>(r0 + i)];
+      if (row < 0) continue;  // untrained: weight 0, never read
+      std::copy(c.ids(row), c.ids(row) + k, t.ids.data<int32_t>() + i * k);
+      std::copy(c.logits(row), c.logits(row) + k, t.logits.data<float>() + i * k);
+    }
+    return t;
+  };
+  return student_distill_loss(student, logits, b, o, weight, fo, sums);
 }
 
 DistillObjective::DistillObjective(DistillOptions opts, int world)
@@ -58,11 +92,22 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
   rank_ = s.comm.rank();
   forward_ = s.forward;
   data_.start(s);
+  const int64_t V = s.model.config().vocab_size;
+  LATHE_CHECK_ARG(opts_.loss.top_k <= V, "distill.top_k ", opts_.loss.top_k, " exceeds the vocabulary (", V,
+                  " tokens)");
+  const std::string top = opts_.loss.top_k > 0 ? str_cat(" over the teacher's top ", opts_.loss.top_k) : "";
+  const std::string loss = str_cat("loss ", divergence_name(opts_.loss.divergence), top, " at temperature ",
+                                   opts_.loss.temperature, ", alpha ", opts_.loss.alpha);
+  if (!opts_.teacher_logits.empty()) {
+    const std::vector<SftRow> sources = source_rows(data_.train_rows());
+    cached_ = std::make_unique<CachedTeacher>(TeacherCache::open(opts_.teacher_logits), sources, opts_.loss.top_k, V);
+    s.note(str_cat("teacher: top-", opts_.loss.top_k, " logits from ", opts_.teacher_logits, " (",
+                   cached_->cache().info().n_rows, " positions); ", loss));
+    return;
+  }
   teacher_ = Model::load(opts_.teacher);  // frozen: no requires_grad, 16-bit weights used in place
   check_teacher_vocab(s.model, *teacher_, opts_.teacher);
-  s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); loss ",
-                 divergence_name(opts_.loss.divergence), " at temperature ", opts_.loss.temperature, ", alpha ",
-                 opts_.loss.alpha));
+  s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); ", loss));
 }
 
 train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
@@ -89,7 +134,8 @@ train::ObjectiveResult DistillObjective::loss(Model& model, const SftBatch& b) {
   const double weight = static_cast<double>(opts_.sft.grad_accum) * static_cast<double>(world_);
   const ForwardOptions o = train::micro_batch_forward(forward_, data_.data_position(), world_, rank_);
   DistillSums sums;
-  Tensor l = distill_loss(model, *teacher_, b, opts_.loss, weight, o, &sums);
+  Tensor l = cached_ ? distill_loss(model, *cached_, b, opts_.loss, weight, o, &sums)
+                    : distill_loss(model, *teacher_, b, opts_.loss, weight, o, &sums);
   // Each sum is (weight / step_targets)·Σ over this micro-batch: the loop's mean over micro-batches and
   // ranks is the per-token mean of the step.
   return {.loss = l,

@@ -19,7 +19,8 @@ const char* divergence_name(Divergence d) {
 
 DistillOptions distill_options(train::TrainConfig& c) {
   const std::string where = c.recipe_path.empty() ? "recipe" : c.recipe_path;
-  LATHE_CHECK_ARG(!c.distill.is_null(), where, ": no distill: section (distill.teacher is required)");
+  LATHE_CHECK_ARG(!c.distill.is_null(), where, ": no distill: section (distill.teacher or distill.teacher_logits"
+                  " is required)");
   if (c.sft.is_null()) c.sft = json::object();  // the data keys at their defaults
   DistillOptions o;
   o.sft = sft_options(c);
@@ -31,6 +32,9 @@ DistillOptions distill_options(train::TrainConfig& c) {
   l.temperature_squared = true;
   if (const json* v = r.find("teacher"))
     o.teacher = r.checked("teacher", v->is_string(), *v, "expected a string (a Hugging Face folder)").get<std::string>();
+  if (const json* v = r.find("teacher_logits"))
+    o.teacher_logits = r.checked("teacher_logits", v->is_string() && !v->get<std::string>().empty(), *v,
+                                 "expected a file path (written by lathe distill-cache)").get<std::string>();
   std::string loss = "forward_kl";
   if (const json* v = r.find("loss"))
     loss = r.checked("loss", v->is_string(), *v, "expected forward_kl, reverse_kl or jsd").get<std::string>();
@@ -48,17 +52,27 @@ DistillOptions distill_options(train::TrainConfig& c) {
   if (const json* v = r.find("chunk_rows"))
     l.chunk_rows = r.checked("chunk_rows", v->is_number_integer() && v->get<int64_t>() >= 1, *v,
                              "expected a positive integer").get<int64_t>();
+  r.get("top_k", l.top_k);
+  r.checked("top_k", l.top_k >= 0, l.top_k, "must be >= 0 (0: the whole vocabulary)");
   r.reject_unknown();
-  LATHE_CHECK_ARG(!o.teacher.empty(), where, ": distill.teacher is required (a Hugging Face folder)");
+  LATHE_CHECK_ARG(!o.teacher.empty() || !o.teacher_logits.empty(), where, ": distill.teacher (a Hugging Face"
+                  " folder) or distill.teacher_logits (a cache written by lathe distill-cache) is required");
+  LATHE_CHECK_ARG(o.teacher.empty() || o.teacher_logits.empty(), where, ": distill.teacher and"
+                  " distill.teacher_logits are both set: give one (the cache replaces the teacher; unset the other"
+                  " with distill.teacher=null)");
+  LATHE_CHECK_ARG(o.teacher_logits.empty() || l.top_k > 0, where, ": distill.teacher_logits needs distill.top_k,"
+                  " the k the cache was written with (a cache holds the teacher's top-k logits only)");
 
   json& out = c.resolved["distill"];  // every default, written
-  out["teacher"] = o.teacher;
+  if (!o.teacher.empty()) out["teacher"] = o.teacher;
+  if (!o.teacher_logits.empty()) out["teacher_logits"] = o.teacher_logits;
   out["loss"] = loss;
   out["beta"] = l.beta;
   out["temperature"] = l.temperature;
   out["temperature_squared"] = l.temperature_squared;
   out["alpha"] = l.alpha;
   out["chunk_rows"] = l.chunk_rows;
+  out["top_k"] = l.top_k;
   return o;
 }
 

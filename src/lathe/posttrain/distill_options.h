@@ -1,4 +1,5 @@
-// The `distill:` section of a recipe (docs/distill.md): offline logit distillation from a frozen teacher.
+// The `distill:` section of a recipe (docs/distill.md): offline logit distillation from a frozen teacher, run
+// in-process (distill.teacher) or read from its top-k logits on disk (distill.teacher_logits).
 // The data keys are SFT's (data.*, and sft.max_length, packing, masks, ... from an optional sft: section);
 // every distill key is checked like the sft ones. Defaults: Tunix's LogitStrategy (τ 2.0, α 0.5, T² on) with
 // TRL's GKD β 0.5 for the JSD (specs/posttrain.md §7), written into the resolved recipe.
@@ -14,8 +15,10 @@ namespace lathe::posttrain {
 struct DistillOptions {
   SftOptions sft;            // data and encoding (sft.loss_type is not used: the hard-label term is the NLL)
   std::string teacher;       // distill.teacher: a Hugging Face folder with the student's vocabulary
+  std::string teacher_logits;  // distill.teacher_logits: a teacher cache (teacher_cache.h) instead; exactly
+                               // one of teacher and teacher_logits is set
   DistillLossOptions loss;   // distill.loss (forward_kl | reverse_kl | jsd), beta, temperature,
-                             // temperature_squared, alpha, chunk_rows
+                             // temperature_squared, alpha, chunk_rows, top_k
 };
 
 // From a resolved recipe whose `distill` is set (an absent sft: section reads as `sft: {}`); writes the
