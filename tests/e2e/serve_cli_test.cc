@@ -92,7 +92,7 @@ TEST_F(ServeCli, ServesCompletionsChatHealthModelsMetricsAndDrainsOnSigterm) {
   const int port = start("--api-key sesame --max-model-len 256 --kv-cache-memory 16MiB");
   ASSERT_GT(port, 0);
   const std::string log_at_start = read_file(log_);
-  EXPECT_NE(log_at_start.find("KV cache: "), std::string::npos) << log_at_start;
+  EXPECT_NE(log_at_start.find("KV cache (f32): "), std::string::npos) << log_at_start;
   EXPECT_NE(log_at_start.find("max concurrency at max_model_len 256"), std::string::npos) << log_at_start;
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(30, 0);
