@@ -231,6 +231,8 @@ TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   EXPECT_TRUE(testing::is_clean_error(r, "max_position_embeddings (512)")) << r.second;
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-memory 2XB");
   EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
+  r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-dtype fp8");
+  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32 or bf16, got 'fp8'")) << r.second;
 }
 
 // Multi-LoRA serving from the command line: --lora NAME=PATH serves the adapter beside the base (listed
