@@ -5,6 +5,8 @@
 //   BM_Bandwidth_Triad/threads:N          a[i] = b[i] + s*c[i] over 3 x 512 MiB (STREAM counting: 3 arrays)
 //   BM_Decode_Llama1B_<DT>/threads:N      generate(): a 16-token prompt, then 64 new tokens, greedy
 //   BM_Decode_Llama1B_<DT>/batch:B/threads:N  generate_batch() of B such prompts (different tokens)
+//   BM_Decode_Llama1B_<DT>[/batch:B]/kv:<KV>/threads:N  the same with the KV cache in KV = f32 or bf16
+//                                         (--kv_dtype; without it the cache is auto: bf16 for bf16 weights)
 //
 // Every decode repetition is bracketed by a read-only probe and a triad probe on the same thread count
 // (right before and right after the generate call), so each tokens/s is printed next to the bandwidth
@@ -13,7 +15,9 @@
 //   weight bytes per step = the bytes of every matrix read once per step, in its loaded dtype:
 //       per layer q, k, v, o, gate, up, down; plus the head (the tied embedding, V x C) once.
 //     Not counted (each < 0.1% here): the embedding row gathered, the norm vectors, the KV cache read
-//     (16 layers x 2 x 512 x <= 80 positions x 4 B <= 5.2 MB at the end of the run).
+//     (16 layers x 2 x 512 x <= 80 positions x 4 B <= 5.2 MB at the end of the run; 2 B with a bf16 cache).
+//     With long prompts and batches it is not small (--prompt=320 --batch=8: ~170 MB f32 per step, as much as
+//     the bf16 weights): --kv_dtype=f32,bf16 compares the two caches.
 //   roofline_pct_read  = decode tokens/s / (read-only bandwidth / bytes per token) x 100   (the stricter)
 //   roofline_pct_triad = the same against the triad bandwidth
 // The bandwidth used is the mean of the probes before and after; bw_drift_pct reports how far they
@@ -29,7 +33,8 @@
 // The benchmark names say Llama1B whatever the folder holds (bench/summarize.py parses them); the label
 // names the CPU tier that ran (cpu=avx2 under LATHE_CPU=avx2). Prefill of P tokens: --prompt=P --new=2
 // (prefill_tok/s).
-// Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --no_probe_benchmarks. Default 3 repetitions, medians.
+// Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --kv_dtype=auto,f32,bf16 (default auto)
+// --no_probe_benchmarks. Default 3 repetitions, medians. The label names the KV dtype that ran (kv=bf16).
 #include <benchmark/benchmark.h>
 
 #include "bench_defaults.h"
@@ -54,6 +59,7 @@
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
 #include "lathe/infer/generate.h"
+#include "lathe/models/kv_cache_dtype.h"
 #include "lathe/models/model.h"
 
 namespace {
@@ -187,6 +193,7 @@ struct Flags {
   std::vector<int> threads = {1, 2};
   std::vector<int> batch = {1};  // sequences decoding together
   int prompt = 16, new_tokens = 64;
+  std::vector<lathe::KvCacheDtype> kv = {lathe::KvCacheDtype::kAuto};  // one run per KV cache dtype
   bool probe_benchmarks = true;
 };
 
@@ -230,6 +237,20 @@ bool parse_flags(int argc, char** argv, Flags& f) {
     }
     if (value("batch", v)) {
       f.batch = int_list(v);
+      continue;
+    }
+    if (value("kv_dtype", v)) {
+      f.kv.clear();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t q = std::min(v.find(',', p), v.size());
+        try {
+          f.kv.push_back(lathe::parse_kv_cache_dtype(v.substr(p, q - p)));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "decode_bench: --kv_dtype: %s\n", e.what());
+          return false;
+        }
+        p = q + 1;
+      }
       continue;
     }
     std::fprintf(stderr, "decode_bench: unknown flag %s\n", a.c_str());
@@ -309,50 +330,57 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
     for (auto& p : prompts)
       for (auto& x : p) x = dist(rng);
     const std::string batch_part = B == 1 ? "" : "/batch:" + std::to_string(B);
-    for (int n : f.threads) {
-      auto warmed = std::make_shared<bool>(false);
-      benchmark::RegisterBenchmark(
-          ("BM_Decode_Llama1B_" + label + batch_part + "/threads:" + std::to_string(n)).c_str(),
-          [model, probe, prompts, new_tokens, wbytes, n, B, warmed](benchmark::State& st) {
-            Context ctx(n);
-            ContextScope scope(ctx);
-            lathe::GenerateOptions opts;
-            opts.max_new_tokens = new_tokens;  // greedy (default sampling), no stop tokens
-            if (!*warmed) {  // pages the mapped weights in and settles the allocator; untimed
-              lathe::GenerateOptions w = opts;
-              w.max_new_tokens = 4;
-              benchmark::DoNotOptimize(lathe::generate_batch(*model, prompts, w).size());
-              *warmed = true;
-            }
-            const double read0 = probe->read_gbps(ctx), triad0 = probe->triad_gbps(ctx);
-            lathe::GenerateResult r;
-            for (auto _ : st) {
-              r = lathe::generate_batch(*model, prompts, opts)[0];
-              st.SetIterationTime(r.decode_seconds);
-            }
-            const double read1 = probe->read_gbps(ctx), triad1 = probe->triad_gbps(ctx);
-            const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
-            const double steps = static_cast<double>(n_new - 1) / r.decode_seconds;  // forwards per second
-            const double tps = B * steps;
-            const double read = 0.5 * (read0 + read1), triad = 0.5 * (triad0 + triad1);
-            st.counters["decode_tok/s"] = tps;
-            st.counters["prefill_tok/s"] = static_cast<double>(B * r.n_prompt) / r.prefill_seconds;
-            st.counters["weight_GB/tok"] = wbytes / 1e9 / B;
-            st.counters["read_GB/s"] = read;
-            st.counters["triad_GB/s"] = triad;
-            st.counters["achieved_GB/s"] = steps * wbytes / 1e9;
-            st.counters["roofline_pct_read"] = 100.0 * steps / (read * 1e9 / wbytes);
-            st.counters["roofline_pct_triad"] = 100.0 * steps / (triad * 1e9 / wbytes);
-            st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
-            st.counters["read_before_GB/s"] = read0;  // which side of the run a drift came from
-            st.counters["read_after_GB/s"] = read1;
-            st.counters["threads"] = n;
-            st.counters["batch"] = B;
-            st.SetLabel(std::string("cpu=") + lathe::cpu::gemm_isa());  // the tier that ran (LATHE_CPU caps it)
-          })
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->Iterations(1);
+    for (const lathe::KvCacheDtype kv : f.kv) {
+      for (int n : f.threads) {
+        const std::string kv_part =
+            kv == lathe::KvCacheDtype::kAuto ? "" : "/kv:" + std::string(lathe::kv_cache_dtype_name(kv));
+        const std::string kv_ran(lathe::dtype_name(lathe::resolve_kv_cache_dtype(kv, *model)));
+        auto warmed = std::make_shared<bool>(false);
+        benchmark::RegisterBenchmark(
+            ("BM_Decode_Llama1B_" + label + batch_part + kv_part + "/threads:" + std::to_string(n)).c_str(),
+            [model, probe, prompts, new_tokens, wbytes, n, B, kv, kv_ran, warmed](benchmark::State& st) {
+              Context ctx(n);
+              ContextScope scope(ctx);
+              lathe::GenerateOptions opts;
+              opts.max_new_tokens = new_tokens;  // greedy (default sampling), no stop tokens
+              opts.kv_cache_dtype = kv;
+              if (!*warmed) {  // pages the mapped weights in and settles the allocator; untimed
+                lathe::GenerateOptions w = opts;
+                w.max_new_tokens = 4;
+                benchmark::DoNotOptimize(lathe::generate_batch(*model, prompts, w).size());
+                *warmed = true;
+              }
+              const double read0 = probe->read_gbps(ctx), triad0 = probe->triad_gbps(ctx);
+              lathe::GenerateResult r;
+              for (auto _ : st) {
+                r = lathe::generate_batch(*model, prompts, opts)[0];
+                st.SetIterationTime(r.decode_seconds);
+              }
+              const double read1 = probe->read_gbps(ctx), triad1 = probe->triad_gbps(ctx);
+              const int64_t n_new = static_cast<int64_t>(r.tokens.size()) - r.n_prompt;
+              const double steps = static_cast<double>(n_new - 1) / r.decode_seconds;  // forwards per second
+              const double tps = B * steps;
+              const double read = 0.5 * (read0 + read1), triad = 0.5 * (triad0 + triad1);
+              st.counters["decode_tok/s"] = tps;
+              st.counters["prefill_tok/s"] = static_cast<double>(B * r.n_prompt) / r.prefill_seconds;
+              st.counters["weight_GB/tok"] = wbytes / 1e9 / B;
+              st.counters["read_GB/s"] = read;
+              st.counters["triad_GB/s"] = triad;
+              st.counters["achieved_GB/s"] = steps * wbytes / 1e9;
+              st.counters["roofline_pct_read"] = 100.0 * steps / (read * 1e9 / wbytes);
+              st.counters["roofline_pct_triad"] = 100.0 * steps / (triad * 1e9 / wbytes);
+              st.counters["bw_drift_pct"] = 100.0 * std::fabs(read1 - read0) / std::max(read0, read1);
+              st.counters["read_before_GB/s"] = read0;  // which side of the run a drift came from
+              st.counters["read_after_GB/s"] = read1;
+              st.counters["threads"] = n;
+              st.counters["batch"] = B;
+              // The tier that ran (LATHE_CPU caps it) and the KV cache's dtype.
+              st.SetLabel(std::string("cpu=") + lathe::cpu::gemm_isa() + " kv=" + kv_ran);
+            })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(1);
+      }
     }
   }
 }

@@ -92,7 +92,7 @@ TEST_F(ServeCli, ServesCompletionsChatHealthModelsMetricsAndDrainsOnSigterm) {
   const int port = start("--api-key sesame --max-model-len 256 --kv-cache-memory 16MiB");
   ASSERT_GT(port, 0);
   const std::string log_at_start = read_file(log_);
-  EXPECT_NE(log_at_start.find("KV cache: "), std::string::npos) << log_at_start;
+  EXPECT_NE(log_at_start.find("KV cache (f32): "), std::string::npos) << log_at_start;
   EXPECT_NE(log_at_start.find("max concurrency at max_model_len 256"), std::string::npos) << log_at_start;
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(30, 0);
@@ -231,6 +231,8 @@ TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   EXPECT_TRUE(testing::is_clean_error(r, "max_position_embeddings (512)")) << r.second;
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-memory 2XB");
   EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
+  r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-dtype fp8");
+  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32 or bf16, got 'fp8'")) << r.second;
 }
 
 // Multi-LoRA serving from the command line: --lora NAME=PATH serves the adapter beside the base (listed

@@ -30,7 +30,8 @@ const CommandSpec& chat_spec() {
           {{"--system", "TEXT", "a system message at the start of every conversation"},
            {"--max-tokens", "N", "new tokens per answer at most, >= 1 (default: 512)"}},
           {{"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
-           {"--f32", "", "widen bf16 and f16 weights to f32 at load"}})};
+           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+           kv_cache_dtype_option()})};
   return spec;
 }
 
@@ -62,6 +63,7 @@ int cmd_chat(int argc, char** argv) {
   GenerateOptions o;
   o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 512, 1, kIntMax));
   o.sampling = read_sampling_flags(a);
+  o.kv_cache_dtype = read_kv_cache_dtype_flag(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
   TextModel m = load_text_model(a.positional[0], {.force_f32 = a.has("--f32")});

@@ -30,6 +30,7 @@ const CommandSpec& generate_spec() {
           {{"--adapter", "DIR", "apply a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)"},
            {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
            {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+           kv_cache_dtype_option(),
            {"--ignore-eos", "", "do not stop at the config's eos_token_id"}})};
   return spec;
 }
@@ -58,6 +59,7 @@ int cmd_generate(int argc, char** argv) {
   GenerateOptions o;
   o.max_new_tokens = static_cast<int>(a.integer("--max-tokens", 32, 0, kIntMax));
   o.sampling = read_sampling_flags(a);
+  o.kv_cache_dtype = read_kv_cache_dtype_flag(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
   const LoadOptions load{.force_f32 = a.has("--f32")};

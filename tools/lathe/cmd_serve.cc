@@ -40,6 +40,7 @@ const CommandSpec& serve_spec() {
           {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1/* (default: none)"},
           {"--served-model-name", "NAME", "the model's name in the API (default: MODEL_DIR as given)"},
           {"--kv-cache-memory", "BYTES", "KV cache size, e.g. 2GiB, 512MiB (default: 2GiB, or less when enough)"},
+          kv_cache_dtype_option(),
           {"--max-model-len", "N", "context length: prompt + output tokens (default: max_position_embeddings)"},
           {"--max-num-seqs", "N", "sequences running at once at most, >= 1 (default: 256)"},
           {"--max-num-batched-tokens", "N", "tokens per engine step at most, >= 1 (default: 2048)"},
@@ -143,7 +144,8 @@ int cmd_serve(int argc, char** argv) {
                                 .served_model_names = {a.str("--served-model-name", dir)},
                                 .enable_lora_updates = a.has("--enable-lora-updates")};
   LATHE_CHECK_ARG(!http.served_model_names[0].empty(), "option --served-model-name must not be empty");
-  EngineConfig config{.kv_cache_memory = a.bytes("--kv-cache-memory", 0)};
+  EngineConfig config{.kv_cache_memory = a.bytes("--kv-cache-memory", 0),
+                      .kv_cache_dtype = read_kv_cache_dtype_flag(a)};
   config.scheduler.max_num_seqs = a.integer("--max-num-seqs", config.scheduler.max_num_seqs, 1, kIntMax);
   config.scheduler.max_num_batched_tokens =
       a.integer("--max-num-batched-tokens", config.scheduler.max_num_batched_tokens, 1, kIntMax);

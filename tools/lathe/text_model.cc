@@ -70,6 +70,20 @@ std::vector<OptionSpec> with_sampling_options(std::vector<OptionSpec> before, co
   return before;
 }
 
+OptionSpec kv_cache_dtype_option() {
+  return {"--kv-cache-dtype", "DTYPE",
+          "KV cache element type: auto, f32, bf16; auto = bf16 when the weights are bf16, else f32 (default: auto)"};
+}
+
+KvCacheDtype read_kv_cache_dtype_flag(const Args& a) {
+  const std::string s = a.str("--kv-cache-dtype", "auto");
+  try {
+    return parse_kv_cache_dtype(s);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(str_cat("option --kv-cache-dtype: expected auto, f32 or bf16, got '", s, "'"));
+  }
+}
+
 SamplingOptions read_sampling_flags(const Args& a) {
   SamplingOptions s;
   s.temperature = static_cast<float>(a.number("--temperature", 0.0, {.min = 0, .max = kFloatMax}));

@@ -35,4 +35,9 @@ std::vector<OptionSpec> with_sampling_options(std::vector<OptionSpec> before, co
 // Reads them (each at its default when absent).
 SamplingOptions read_sampling_flags(const Args& a);
 
+// --kv-cache-dtype auto|f32|bf16, the KV cache's element type (serve, generate, chat; vLLM's flag): its
+// option row, and its value (auto when absent; InvalidArgument naming the option and the choices).
+OptionSpec kv_cache_dtype_option();
+KvCacheDtype read_kv_cache_dtype_flag(const Args& a);
+
 }  // namespace lathe::cli

@@ -63,7 +63,8 @@ std::vector<GenerateResult> generate_batch(Model& model, const std::vector<std::
     states.emplace_back(params, SamplingStateOptions{.prompt = prompt, .seed = *params.seed, .vocab = c.vocab_size});
   Sampler sampler(c.vocab_size);
   NoGradGuard no_grad;
-  PagedKvStore store(paged_kv_store_config(c, n_blocks));
+  PagedKvStore store(
+      paged_kv_store_config(c, n_blocks, kDefaultKvBlockSize, resolve_kv_cache_dtype(opts.kv_cache_dtype, model)));
   const int64_t S = static_cast<int64_t>(prompts.size());
   std::vector<GenerateResult> r(S);
   std::vector<KvSequence> seqs;

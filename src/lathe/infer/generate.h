@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lathe/infer/sampling_params.h"
+#include "lathe/models/kv_cache_dtype.h"
 #include "lathe/models/model.h"
 
 namespace lathe {
@@ -37,6 +38,7 @@ struct GenerateOptions {
   std::vector<int> stop_token_ids;  // e.g. the config's eos ids
   std::function<void(int32_t token)> on_token;  // streaming callback, called per new token (one prompt only)
   const std::atomic<bool>* cancel = nullptr;     // when set (e.g. by Ctrl-C), generation ends before the next token
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // the store's K and V (auto: bf16 for bf16 weights)
 };
 
 struct GenerateResult {

@@ -9,10 +9,10 @@
 
 namespace lathe {
 
-PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size) {
+PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size, DType kv_dtype) {
   return {.n_layers = static_cast<int>(c.n_layers), .n_heads = static_cast<int>(c.n_heads),
           .n_kv_heads = static_cast<int>(c.n_kv_heads), .head_dim = static_cast<int>(c.head_dim),
-          .n_blocks = n_blocks, .block_size = block_size};
+          .n_blocks = n_blocks, .block_size = block_size, .kv_dtype = kv_dtype};
 }
 
 PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
@@ -23,15 +23,17 @@ PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
                   "(n_blocks < 2^31), n_heads a multiple of n_kv_heads and n_threads >= 0, got L ",
                   c.n_layers, " H ", c.n_heads, " Hkv ", c.n_kv_heads, " D ", c.head_dim, " P ", c.block_size, " n_blocks ", c.n_blocks,
                   " n_threads ", c.n_threads);
+  LATHE_CHECK_ARG(c.kv_dtype == DType::kF32 || c.kv_dtype == DType::kBF16,
+                  "[PagedKvStore] kv_dtype must be f32 or bf16, got ", dtype_name(c.kv_dtype));
   for (int l = 0; l < c.n_layers; ++l) {
-    k_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}));
-    v_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}));
+    k_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}, c.kv_dtype));
+    v_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}, c.kv_dtype));
   }
   // Popped from the back: block 0 first, so a fresh store hands out blocks in order.
   for (int64_t b = c.n_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));
   n_workers_ = c.n_threads > 0 ? c.n_threads : current_context().pool.n_threads();
   scratch_.resize(static_cast<size_t>(n_workers_) *
-                  paged_attention_scratch_floats(c.n_heads, c.n_kv_heads, c.head_dim, c.block_size));
+                  paged_attention_scratch_floats(c.n_heads, c.n_kv_heads, c.head_dim, c.block_size, c.kv_dtype));
   // One entry per sequence of a batch, plus one: room for as many sequences as the pool can hold apart.
   task_starts_.resize(static_cast<size_t>(std::max<int64_t>(64, config_.n_blocks)) + 1);
 }
@@ -112,12 +114,13 @@ void PagedKvStore::attention(int layer, const ForwardBatch& batch, const float* 
                       " is at position ", pos[i], ", outside its context [0, ", ctx, ")");
   }
   if (static_cast<int64_t>(task_starts_.size()) < S + 1) task_starts_.resize(S + 1);
-  PagedAttentionArgs a{.q = q, .out = out, .k_pool = k_[layer].data<float>(), .v_pool = v_[layer].data<float>(),
-                       .positions = pos, .seq_starts = batch.seq_starts.data(), .block_tables = batch.block_tables.data(),
+  PagedAttentionArgs a{.q = q, .out = out, .k_pool = k_[layer].raw_data(), .v_pool = v_[layer].raw_data(),
+                       .kv_dtype = c.kv_dtype, .positions = pos, .seq_starts = batch.seq_starts.data(),
+                       .block_tables = batch.block_tables.data(),
                        .context_lens = batch.context_lens.data(), .n_seqs = S, .n_heads = c.n_heads,
                        .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim, .block_size = c.block_size,
                        .task_starts = task_starts_.data(), .scratch = scratch_.data(), .n_scratch_workers = n_workers_};
-  paged_kv_write(a, k, v, k_[layer].data<float>(), v_[layer].data<float>());
+  paged_kv_write(a, k, v, k_[layer].raw_data(), v_[layer].raw_data());
   paged_attention(a, opt, current_context().pool);
 }
 

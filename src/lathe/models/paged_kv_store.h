@@ -1,6 +1,7 @@
 // The CPU KV store: a pool of fixed-size blocks allocated once, per layer K and V [n_blocks, Hkv, P, D]
-// f32 (a KV head's keys of one block contiguous), handed out to sequences whole at allocate. Attention
-// reads the blocks in place (ops/paged_attention.h).
+// f32 or bf16 (a KV head's keys of one block contiguous), handed out to sequences whole at allocate.
+// Attention reads the blocks in place (ops/paged_attention.h); a bf16 pool holds twice the tokens in the
+// same memory, its keys and values rounded to nearest even when written.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,13 @@ struct PagedKvStoreConfig {
   int64_t n_blocks = 0;
   int block_size = kDefaultKvBlockSize;  // P
   int n_threads = 0;  // workers attention may use (scratch is sized for them); 0: the current context's pool
+  DType kv_dtype = DType::kF32;  // of K and V: kF32 or kBF16
 };
 
-// The store for a model's attention: its L, H, Hkv and D, with n_blocks blocks of block_size positions.
-PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size = kDefaultKvBlockSize);
+// The store for a model's attention: its L, H, Hkv and D, with n_blocks blocks of block_size positions
+// holding kv_dtype.
+PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks, int block_size = kDefaultKvBlockSize,
+                                         DType kv_dtype = DType::kF32);
 
 // Blocks needed for n_tokens positions at block size P.
 inline int64_t kv_blocks_for(int64_t n_tokens, int block_size) { return (n_tokens + block_size - 1) / block_size; }
@@ -46,14 +50,14 @@ class PagedKvStore final : public KvStore {
                  const AttentionOptions& opt) override;
 
   const PagedKvStoreConfig& config() const { return config_; }
-  const Tensor& keys(int layer) const { return k_[layer]; }    // [n_blocks, Hkv, P, D]
-  const Tensor& values(int layer) const { return v_[layer]; }  // [n_blocks, Hkv, P, D]
+  const Tensor& keys(int layer) const { return k_[layer]; }    // [n_blocks, Hkv, P, D] of kv_dtype
+  const Tensor& values(int layer) const { return v_[layer]; }  // [n_blocks, Hkv, P, D] of kv_dtype
 
  private:
   void check_sequence(KvSequence seq) const;
 
   PagedKvStoreConfig config_;
-  std::vector<Tensor> k_, v_;               // [L] of [n_blocks, Hkv, P, D]
+  std::vector<Tensor> k_, v_;               // [L] of [n_blocks, Hkv, P, D], kv_dtype
   std::vector<int32_t> free_blocks_;        // a stack of free block ids
   std::vector<std::vector<int32_t>> tables_;  // per sequence id: its blocks (empty: id unused)
   std::vector<int32_t> free_ids_;           // sequence ids to reuse

@@ -13,8 +13,9 @@
 namespace lathe {
 namespace {
 
-PagedKvStoreConfig small_config(int64_t n_blocks, int P = 4) {
-  return {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .n_blocks = n_blocks, .block_size = P};
+PagedKvStoreConfig small_config(int64_t n_blocks, int P = 4, DType kv_dtype = DType::kF32) {
+  return {.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .n_blocks = n_blocks, .block_size = P,
+          .kv_dtype = kv_dtype};
 }
 
 TEST(PagedKvStore, AllocateHandsOutDisjointBlocksAndFreeReturnsThem) {
@@ -53,6 +54,24 @@ TEST(PagedKvStore, RejectsBadConfigs) {
   EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
   c = small_config(0);
   EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
+  c = small_config(4, 4, DType::kF16);  // K and V are f32 or bf16
+  EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
+}
+
+// A bf16 store: the same blocks and tokens, each layer's K and V [n_blocks, Hkv, P, D] in half the bytes.
+TEST(PagedKvStore, Bf16PoolHasTheSameCapacityInHalfTheBytes) {
+  PagedKvStore f32(small_config(10)), bf16(small_config(10, 4, DType::kBF16));
+  EXPECT_EQ(bf16.capacity_tokens(), f32.capacity_tokens());
+  EXPECT_EQ(bf16.config().kv_dtype, DType::kBF16);
+  for (int l = 0; l < 2; ++l)
+    for (const Tensor* t : {&bf16.keys(l), &bf16.values(l)}) {
+      EXPECT_EQ(t->dtype(), DType::kBF16);
+      EXPECT_EQ(t->shape(), f32.keys(l).shape());
+      EXPECT_EQ(t->nbytes() * 2, f32.keys(l).nbytes());
+    }
+  const ModelConfig m{.n_layers = 3, .n_heads = 8, .n_kv_heads = 2, .head_dim = 32};
+  EXPECT_EQ(paged_kv_store_config(m, 5, 8, DType::kBF16).kv_dtype, DType::kBF16);
+  EXPECT_EQ(paged_kv_store_config(m, 5).kv_dtype, DType::kF32);  // f32 unless asked
 }
 
 std::vector<float> uniform(size_t n, std::mt19937& rng) {
@@ -64,11 +83,12 @@ std::vector<float> uniform(size_t n, std::mt19937& rng) {
 
 // Three sequences through two calls: prefill chunks, then a mixed call (a decode row, a second chunk, a
 // new sequence). Each row must equal contiguous attention over its whole sequence (the cached keys come
-// from the first call's writes), with the layer's pool untouched by the other layer.
-TEST(PagedKvStore, TwoCallsMatchContiguousAttention) {
+// from the first call's writes; a bf16 store's keys and values rounded to bf16, as it stores them), with
+// the layer's pool untouched by the other layer.
+void expect_two_calls_match_contiguous_attention(DType kv_dtype) {
   const int H = 4, Hkv = 2, D = 16;
   const AttentionOptions opt{.window = 7, .softcap = 5.f};
-  PagedKvStore store(small_config(40, 4));
+  PagedKvStore store(small_config(40, 4, kv_dtype));
   std::mt19937 rng(7);
   const std::vector<int64_t> total = {13, 11, 5};  // final lengths
   // Whole sequences: q [T, H, D], k and v [T, Hkv, D].
@@ -111,13 +131,23 @@ TEST(PagedKvStore, TwoCallsMatchContiguousAttention) {
         std::copy(bout.begin() + row * H * D, bout.begin() + (row + 1) * H * D, out[s].begin() + p * H * D);
   }
   for (size_t s = 0; s < 3; ++s) {
+    if (kv_dtype == DType::kBF16)
+      for (std::vector<float>* x : {&k[s], &v[s]})
+        for (float& e : *x) e = bf16_to_f32(f32_to_bf16(e));
     std::vector<float> ref(out[s].size());
     ref::scaled_dot_product_attention(q[s].data(), k[s].data(), v[s].data(), ref.data(), 1, total[s], total[s], H, Hkv,
                                       D, 1.0 / std::sqrt(double(D)), true, opt.window, opt.softcap, 0);
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[s][i], ref[i], 2e-5) << "sequence " << s << " element " << i;
   }
+  EXPECT_EQ(store.keys(1).dtype(), kv_dtype);
   const std::vector<float> other = store.keys(0).to_vector();
   for (float e : other) ASSERT_EQ(e, 0.f) << "layer 0 was written";
+}
+
+TEST(PagedKvStore, TwoCallsMatchContiguousAttention) { expect_two_calls_match_contiguous_attention(DType::kF32); }
+
+TEST(PagedKvStore, TwoCallsOverBf16MatchContiguousAttentionOnRoundedKv) {
+  expect_two_calls_match_contiguous_attention(DType::kBF16);
 }
 
 TEST(PagedKvStore, AttentionRejectsBadBatches) {

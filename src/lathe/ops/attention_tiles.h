@@ -7,6 +7,12 @@
 
 #include <cstdint>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "lathe/tensor/dtype.h"
+
 namespace lathe::attn {
 
 using f32x16 = float __attribute__((vector_size(64)));
@@ -33,6 +39,24 @@ constexpr int kPer16 = 16 / kLanes;  // native vectors per 16 floats
 
 inline fvec load(const float* p) { return *reinterpret_cast<const fvecu*>(p); }
 inline void store(float* p, fvec v) { *reinterpret_cast<fvecu*>(p) = v; }
+
+// kLanes consecutive bf16 as one f32 vector: bf16 is the top half of an f32, so zero-extend each 16-bit
+// lane to 32 bits and shift it up 16 (exact). With AVX-512 or AVX2 the zero-extension is an intrinsic
+// (vpmovzxwd from memory), where GCC 12 splits __builtin_convertvector into two halves (five instructions,
+// not two); the AVX-512 one masked with all lanes, as the unmasked one's _mm512_undefined trips GCC 12's
+// -Wmaybe-uninitialized once inlined.
+inline fvec load(const bf16* p) {
+  using u32vec = uint32_t __attribute__((vector_size(4 * kLanes)));
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__AVX2__)
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  using u16vecu = uint16_t __attribute__((vector_size(2 * kLanes), aligned(2), may_alias));
+  const u32vec wide = __builtin_convertvector(*reinterpret_cast<const u16vecu*>(p), u32vec);
+#endif
+  return __builtin_bit_cast(fvec, __builtin_bit_cast(u32vec, wide) << 16);
+}
 
 // Columns of D (a multiple of 16) in slices of kMax native vectors, then one slice of the rest:
 // f.template operator()<NV>(d0) for each slice [d0, d0 + NV·kLanes).

@@ -2,6 +2,8 @@
 // up to kTileQ (row, head) pairs of one sequence that share a KV head. The tile walks its sequence's
 // visible blocks in order, keys read in place from the pool, with an online softmax per query vector:
 // running max m, running sum l and unnormalised output acc, rescaled by exp(m_old − m_new) when m grows.
+// Every kernel is templated on the pool's element type T (float or bf16): bf16 keys and values are widened
+// to f32 as they are loaded (attn::load), so both pools run the same arithmetic.
 #include "lathe/ops/paged_attention.h"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "lathe/base/error.h"
@@ -41,6 +44,8 @@ struct Scratch {
   float* l;       // [kTileQ] running sum
   int64_t* lo;    // [kTileQ] first visible key
   int64_t* hi;    // [kTileQ] one past the last visible key
+  float* kw;      // [P, D] a bf16 block's keys widened (the wide tile; bf16 pools only)
+  float* vw;      // [P, D] its values widened
 };
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }  // keeps each part 64-byte aligned
@@ -54,6 +59,8 @@ Scratch carve(float* base, int64_t D, int64_t P) {
   w.l = w.m + kTileQ;
   w.lo = reinterpret_cast<int64_t*>(w.l + kTileQ);
   w.hi = w.lo + kTileQ;
+  w.kw = reinterpret_cast<float*>(w.hi + kTileQ);
+  w.vw = w.kw + P * round16(D);
   return w;
 }
 
@@ -64,28 +71,34 @@ struct Dims {
   TileShape tile;
 };
 
+// One pool element as f32 (the any-D kernels; the vector kernels widen whole vectors with attn::load).
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_f32(x); }
+
 // ---- One query vector against keys [ja, je) of one block (key jl at kb + jl·ld). ----
 
 // Any D: st[jl] = q·k_jl.
-void scores_any(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+template <class T>
+void scores_any(const float* q, const T* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
   for (int64_t jl = ja; jl < je; ++jl) {
-    const float* kj = kb + jl * ld;
+    const T* kj = kb + jl * ld;
     float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t e = 0; e < D; ++e) dot += q[e] * kj[e];
+    for (int64_t e = 0; e < D; ++e) dot += q[e] * widen(kj[e]);
     st[jl] = dot;
   }
 }
 
 // Any D: acc = corr·acc + Σ_jl p[jl]·v_jl.
-void pv_any(float* acc, const float* p, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
+template <class T>
+void pv_any(float* acc, const float* p, const T* vb, int64_t ld, int64_t D, int64_t ja, int64_t je, float corr) {
 #pragma omp simd
   for (int64_t e = 0; e < D; ++e) acc[e] *= corr;
   for (int64_t jl = ja; jl < je; ++jl) {
     const float pj = p[jl];
-    const float* vj = vb + jl * ld;
+    const T* vj = vb + jl * ld;
 #pragma omp simd
-    for (int64_t e = 0; e < D; ++e) acc[e] += pj * vj[e];
+    for (int64_t e = 0; e < D; ++e) acc[e] += pj * widen(vj[e]);
   }
 }
 
@@ -124,7 +137,8 @@ constexpr int bit_reverse(int i) {
 // D % 16 == 0: st[jl] = q·k_jl, kLanes keys at a time (kLanes native accumulators: 16 zmm under AVX-512,
 // 8 ymm under AVX2, so the 16 registers of AVX2 hold them with the query), folded into one vector of
 // scores; the rest one by one.
-void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
+template <class T>
+void scores_vec(const float* q, const T* kb, int64_t ld, int64_t D, int64_t ja, int64_t je, float* st) {
   using attn::fvec, attn::kLanes, attn::load, attn::store;
   int64_t jl = ja;
   for (; jl + kLanes <= je; jl += kLanes) {
@@ -148,8 +162,8 @@ void scores_vec(const float* q, const float* kb, int64_t ld, int64_t D, int64_t 
 }
 
 // Columns [d0, d0 + NV·kLanes) of acc = corr·acc + Σ_jl p[jl·ps]·v_jl, the accumulators in registers.
-template <int NV>
-void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
+template <int NV, class T>
+void pv_slice(float* acc, const float* p, int64_t ps, const T* vb, int64_t ld, int64_t d0, int64_t ja, int64_t je,
               float corr) {
   using attn::fvec, attn::kLanes, attn::load, attn::store;
   fvec c[NV];
@@ -157,7 +171,7 @@ void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t l
   for (int v = 0; v < NV; ++v) c[v] = corr * load(acc + d0 + kLanes * v);
   for (int64_t jl = ja; jl < je; ++jl) {
     const float pj = p[jl * ps];
-    const float* vj = vb + jl * ld + d0;
+    const T* vj = vb + jl * ld + d0;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) c[v] += pj * load(vj + kLanes * v);
   }
@@ -169,22 +183,27 @@ void pv_slice(float* acc, const float* p, int64_t ps, const float* vb, int64_t l
 constexpr int kPvVecs = std::min(64 / attn::kLanes, 8);
 
 // D % 16 == 0: pv_any (probabilities p[jl·ps]) in slices of kPvVecs vectors.
-void pv_vec(float* acc, const float* p, int64_t ps, const float* vb, int64_t ld, int64_t D, int64_t ja, int64_t je,
+template <class T>
+void pv_vec(float* acc, const float* p, int64_t ps, const T* vb, int64_t ld, int64_t D, int64_t ja, int64_t je,
             float corr) {
   attn::for_slices<kPvVecs>(D, [&]<int NV>(int64_t d0) { pv_slice<NV>(acc, p, ps, vb, ld, d0, ja, je, corr); });
 }
 
-// Prefetches one KV head's rows [0, n) of a block (row jl at base + jl·ld, D floats).
-void prefetch_rows(const float* base, int64_t ld, int64_t n, int64_t D) {
+// Prefetches one KV head's rows [0, n) of a block (row jl at base + jl·ld, D elements), one 64-byte line
+// at a time.
+template <class T>
+void prefetch_rows(const T* base, int64_t ld, int64_t n, int64_t D) {
   for (int64_t jl = 0; jl < n; ++jl)
-    for (int64_t e = 0; e < D; e += 16) __builtin_prefetch(base + jl * ld + e);
+    for (int64_t e = 0; e < D; e += 64 / sizeof(T)) __builtin_prefetch(base + jl * ld + e);
 }
 
 // One tile: rows [r0, r0 + nr) of sequence s, query heads [h0, h0 + nh) (all of KV head hk).
-template <bool kVec>
+template <class T, bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                  int64_t h0, int64_t nh, int64_t hk) {
   const int64_t D = d.D, P = d.P, nq = nr * nh, ld_kv = D;  // one KV head of a block is [P, D], contiguous
+  const T* k_pool = static_cast<const T*>(a.k_pool);
+  const T* v_pool = static_cast<const T*>(a.v_pool);
   const std::span<const int32_t> table = a.block_tables[s];
   const int64_t ctx = a.context_lens[s];
   int64_t lo_min = ctx, hi_max = 0;
@@ -210,12 +229,12 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
   const int64_t b_end = (hi_max + P - 1) / P;
   for (int64_t b = lo_min / P; b < b_end; ++b) {
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
-    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
-    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
+    const T* kb = k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
+    const T* vb = v_pool + (table[b] * d.Hkv + hk) * P * D;
     if (b + 1 < b_end) {  // the next block is elsewhere in the pool: no hardware prefetcher follows
       const int64_t n_next = std::min(P, hi_max - j0 - P);
-      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
-      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+      prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+      prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
     }
     for (int64_t t = 0; t < nq; ++t) {
       const int64_t ja = std::max<int64_t>(w.lo[t] - j0, 0), je = std::min<int64_t>(w.hi[t] - j0, n);
@@ -267,10 +286,19 @@ constexpr int kWideMin = 8;
 // Keys per step of the wide tile's scores: their accumulators and the query vectors fill the registers.
 constexpr int kWideKeys = attn::kRegs >= 32 ? 8 : 12 / attn::kPer16;
 
+// dst[0, n) = src[0, n) widened, n a multiple of kLanes: a bf16 block for the wide tile, whose scores
+// read single key elements (broadcast) and whose nq ≥ kWideMin P·V passes would each widen it again.
+void widen_block(const bf16* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; i += attn::kLanes) attn::store(dst + i, attn::load(src + i));
+}
+
+template <class T>
 void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
                       int64_t h0, int64_t nh, int64_t hk) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t D = d.D, P = d.P, nq = nr * nh;
+  const T* k_pool = static_cast<const T*>(a.k_pool);
+  const T* v_pool = static_cast<const T*>(a.v_pool);
   const std::span<const int32_t> table = a.block_tables[s];
   const int64_t ctx = a.context_lens[s];
   float* qt = w.q;  // [D, 16]: lane t is query vector t (zero past nq)
@@ -297,12 +325,23 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
   float corr[kTileQ];
   for (int64_t b = lo_min / P; b < b_end; ++b) {
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
-    const float* kb = a.k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
-    const float* vb = a.v_pool + (table[b] * d.Hkv + hk) * P * D;
+    const T* kb_pool = k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb_pool + jl·D
+    const T* vb_pool = v_pool + (table[b] * d.Hkv + hk) * P * D;
     if (b + 1 < b_end) {
       const int64_t n_next = std::min(P, hi_max - j0 - P);
-      prefetch_rows(a.k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
-      prefetch_rows(a.v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+      prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+      prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+    }
+    const float* kb;  // the block's keys and values as f32
+    const float* vb;
+    if constexpr (std::is_same_v<T, float>) {
+      kb = kb_pool;
+      vb = vb_pool;
+    } else {
+      widen_block(kb_pool, n * D, w.kw);
+      widen_block(vb_pool, n * D, w.vw);
+      kb = w.kw;
+      vb = w.vw;
     }
     // Scores of kWideKeys keys at a time: kWideKeys x kPer16 accumulators (8 zmm; AVX2 12 ymm).
     using attn::fvec, attn::kLanes, attn::kPer16, attn::load, attn::store;
@@ -379,31 +418,30 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
   }
 }
 
-}  // namespace
-
-int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size) {
-  // q, acc, s, m, l and lo, hi (int64: two floats each), plus 16 for aligning the start.
-  return kTileQ * (2 * round16(head_dim) + round16(block_size)) + 2 * kTileQ + 4 * kTileQ + 16;
+// One row's D values into a slot of the pool.
+void write_row(float* dst, const float* src, int64_t D) { std::memcpy(dst, src, D * sizeof(float)); }
+void write_row(bf16* dst, const float* src, int64_t D) {
+  for (int64_t e = 0; e < D; ++e) dst[e] = f32_to_bf16(src[e]);
 }
 
-void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, float* k_pool, float* v_pool) {
+template <class T>
+void kv_write(const PagedAttentionArgs& a, const float* k, const float* v, T* k_pool, T* v_pool) {
   const int64_t Hkv = a.n_kv_heads, D = a.head_dim, P = a.block_size;
   for (int64_t s = 0; s < a.n_seqs; ++s)
     for (int64_t i = a.seq_starts[s]; i < a.seq_starts[s + 1]; ++i) {
       const int64_t pos = a.positions[i], block = a.block_tables[s][pos / P];
       for (int64_t hk = 0; hk < Hkv; ++hk) {
         const int64_t slot = ((block * Hkv + hk) * P + pos % P) * D;
-        std::memcpy(k_pool + slot, k + (i * Hkv + hk) * D, D * sizeof(float));
-        std::memcpy(v_pool + slot, v + (i * Hkv + hk) * D, D * sizeof(float));
+        write_row(k_pool + slot, k + (i * Hkv + hk) * D, D);
+        write_row(v_pool + slot, v + (i * Hkv + hk) * D, D);
       }
     }
 }
 
-void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, const ThreadPool& pool) {
-  const int64_t group = a.n_heads / a.n_kv_heads;
-  const Dims d{.H = a.n_heads, .Hkv = a.n_kv_heads, .D = a.head_dim, .P = a.block_size, .group = group,
-               .scale = opt.scale != 0.f ? opt.scale : static_cast<float>(1.0 / std::sqrt(double(a.head_dim))),
-               .softcap = opt.softcap, .window = opt.window, .tile = tile_shape(static_cast<int>(group))};
+// paged_attention over a pool of T: the tasks, each worker's scratch, the tile kernel per task.
+template <class T>
+void attend_all(const PagedAttentionArgs& a, const Dims& d, const ThreadPool& pool) {
+  const int64_t group = d.group;
   // Tasks of sequence s: [task_starts[s], task_starts[s + 1]), ordered (row tile, KV head, head part).
   const int64_t per_row_tile = d.Hkv * d.tile.head_parts;
   a.task_starts[0] = 0;
@@ -413,7 +451,8 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
   }
   const int64_t n_tasks = a.task_starts[a.n_seqs];
   if (n_tasks == 0) return;
-  const int64_t per_worker = paged_attention_scratch_floats(a.n_heads, a.n_kv_heads, a.head_dim, a.block_size);
+  const int64_t per_worker =
+      paged_attention_scratch_floats(a.n_heads, a.n_kv_heads, a.head_dim, a.block_size, a.kv_dtype);
   // Tasks differ in cost (context lengths differ): workers take the next one from a shared counter.
   std::atomic<int64_t> next{0};
   pool.run_on_workers(a.n_scratch_workers, [&](int worker, int) {
@@ -431,13 +470,40 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
       const int64_t h0 = hk * group + part * d.tile.heads;
       const int64_t nh = std::min<int64_t>(d.tile.heads, (hk + 1) * group - h0);
       if (d.D % 16 == 0 && nr * nh >= kWideMin)
-        attend_tile_wide(a, d, w, s, r0, nr, h0, nh, hk);
+        attend_tile_wide<T>(a, d, w, s, r0, nr, h0, nh, hk);
       else if (d.D % 16 == 0)
-        attend_tile<true>(a, d, w, s, r0, nr, h0, nh, hk);
+        attend_tile<T, true>(a, d, w, s, r0, nr, h0, nh, hk);
       else
-        attend_tile<false>(a, d, w, s, r0, nr, h0, nh, hk);
+        attend_tile<T, false>(a, d, w, s, r0, nr, h0, nh, hk);
     }
   });
+}
+
+}  // namespace
+
+int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size, DType kv_dtype) {
+  // q, acc, s, m, l and lo, hi (int64: two floats each), plus 16 for aligning the start; a bf16 pool's
+  // widened block (keys and values) after them.
+  const int64_t widened = kv_dtype == DType::kBF16 ? 2 * block_size * round16(head_dim) : 0;
+  return kTileQ * (2 * round16(head_dim) + round16(block_size)) + 2 * kTileQ + 4 * kTileQ + 16 + widened;
+}
+
+void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, void* k_pool, void* v_pool) {
+  if (a.kv_dtype == DType::kBF16)
+    kv_write(a, k, v, static_cast<bf16*>(k_pool), static_cast<bf16*>(v_pool));
+  else
+    kv_write(a, k, v, static_cast<float*>(k_pool), static_cast<float*>(v_pool));
+}
+
+void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, const ThreadPool& pool) {
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const Dims d{.H = a.n_heads, .Hkv = a.n_kv_heads, .D = a.head_dim, .P = a.block_size, .group = group,
+               .scale = opt.scale != 0.f ? opt.scale : static_cast<float>(1.0 / std::sqrt(double(a.head_dim))),
+               .softcap = opt.softcap, .window = opt.window, .tile = tile_shape(static_cast<int>(group))};
+  if (a.kv_dtype == DType::kBF16)
+    attend_all<bf16>(a, d, pool);
+  else
+    attend_all<float>(a, d, pool);
 }
 
 }  // namespace lathe

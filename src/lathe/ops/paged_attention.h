@@ -1,13 +1,14 @@
 // Attention of ragged token rows against a paged KV pool, read in place (no gather copy), and the write
 // of the rows' own keys and values into their slots. Forward only: serving and generation, no autograd.
 //
-// Pool layout, per layer: K and V [n_blocks, Hkv, P, D] f32 (one KV head's keys of a block are
+// Pool layout, per layer: K and V [n_blocks, Hkv, P, D] f32 or bf16 (one KV head's keys of a block are
 // contiguous: read with a stride of Hkv·D, 4 KiB at Hkv·D = 1024, all keys of a block fell in one L1 set). Sequence s's KV position p lives in block
 // block_tables[s][p / P], slot p % P. Sequence s owns query rows [seq_starts[s], seq_starts[s + 1]);
 // row i (position positions[i]) sees the keys j < context_lens[s] with j <= positions[i] and, with a
 // window W, positions[i] − j < W. Rows are tiled per (sequence, KV head): the H / Hkv query heads of
 // one KV head and up to a few rows share a tile, which walks the visible blocks once with an online
-// softmax (blocks wholly outside every row's window are not read).
+// softmax (blocks wholly outside every row's window are not read). A bf16 pool is widened to f32 as it is
+// loaded (whole vectors), so it computes exactly what an f32 pool holding the same bf16 values would.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +16,16 @@
 
 #include "lathe/base/thread_pool.h"
 #include "lathe/ops/attention.h"
+#include "lathe/tensor/dtype.h"
 
 namespace lathe {
 
 struct PagedAttentionArgs {
   const float* q = nullptr;  // [N, H, D], rotated
   float* out = nullptr;      // [N, H, D]
-  const float* k_pool = nullptr;  // [n_blocks, Hkv, P, D]
-  const float* v_pool = nullptr;  // [n_blocks, Hkv, P, D]
+  const void* k_pool = nullptr;  // [n_blocks, Hkv, P, D] of kv_dtype
+  const void* v_pool = nullptr;  // [n_blocks, Hkv, P, D] of kv_dtype
+  DType kv_dtype = DType::kF32;  // the pools' elements: kF32 or kBF16
   const int32_t* positions = nullptr;                 // [N]
   const int64_t* seq_starts = nullptr;                // [S + 1]
   const std::span<const int32_t>* block_tables = nullptr;  // [S], each >= ceil(context_lens[s] / P) blocks
@@ -35,12 +38,13 @@ struct PagedAttentionArgs {
   int n_scratch_workers = 0;  // at most this many workers run (one scratch each)
 };
 
-// Floats of scratch one worker needs for these dims.
-int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size);
+// Floats of scratch one worker needs for these dims and pool dtype.
+int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size, DType kv_dtype);
 
 // Writes k and v [N, Hkv, D] of every row into its slot (from its position and its sequence's block
-// table). Arguments as in PagedAttentionArgs; validated by the caller (the KV store).
-void paged_kv_write(const PagedAttentionArgs& args, const float* k, const float* v, float* k_pool, float* v_pool);
+// table), in args.kv_dtype (bf16: rounded to nearest even). Arguments as in PagedAttentionArgs; validated
+// by the caller (the KV store).
+void paged_kv_write(const PagedAttentionArgs& args, const float* k, const float* v, void* k_pool, void* v_pool);
 
 // out = attention of every row as described above. opt.scale (0: 1/sqrt(D)), opt.window and
 // opt.softcap apply as in scaled_dot_product_attention; causality comes from the positions. The arguments

@@ -206,11 +206,23 @@ TEST(KvCacheManager, RejectsMisuseNamingTheCall) {
 TEST(KvCapacity, BytesToBlocksAndSummary) {
   const KvLayout layout{.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16};
   const int64_t per_block = 2 * 2 * 2 * 16 * 16 * static_cast<int64_t>(sizeof(float));  // K+V · L · Hkv · P · D
-  EXPECT_EQ(kv_block_bytes(layout, 16), per_block);
-  EXPECT_EQ(kv_blocks_for_bytes(100 * per_block + per_block / 2, layout, 16), 100);
-  EXPECT_THROW(kv_blocks_for_bytes(2 * per_block - 1, layout, 16), InvalidArgument);
-  const std::string s = kv_capacity_summary(100, 16, layout);
-  EXPECT_NE(s.find("99 blocks of 16 tokens = 1584 tokens"), std::string::npos) << s;
+  EXPECT_EQ(kv_block_bytes(layout, 16, DType::kF32), per_block);
+  EXPECT_EQ(kv_blocks_for_bytes(100 * per_block + per_block / 2, layout, 16, DType::kF32), 100);
+  EXPECT_THROW(kv_blocks_for_bytes(2 * per_block - 1, layout, 16, DType::kF32), InvalidArgument);
+  const std::string s = kv_capacity_summary(100, 16, layout, DType::kF32);
+  EXPECT_NE(s.find("KV cache (f32): 99 blocks of 16 tokens = 1584 tokens (0.8 MiB)"), std::string::npos) << s;
+}
+
+// bf16 K and V take 2 bytes an element: the same budget holds twice the blocks, in the same MiB.
+TEST(KvCapacity, Bf16HoldsTwiceTheBlocks) {
+  const KvLayout layout{.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16};
+  const int64_t per_block = 2 * 2 * 2 * 16 * 16 * static_cast<int64_t>(sizeof(uint16_t));
+  EXPECT_EQ(kv_block_bytes(layout, 16, DType::kBF16), per_block);
+  EXPECT_EQ(kv_blocks_for_bytes(100 * 2 * per_block + per_block / 2, layout, 16, DType::kBF16), 200);
+  EXPECT_THROW(kv_blocks_for_bytes(2 * per_block - 1, layout, 16, DType::kBF16), InvalidArgument);
+  EXPECT_EQ(kv_blocks_for_bytes(2 * per_block, layout, 16, DType::kBF16), 2);
+  const std::string s = kv_capacity_summary(200, 16, layout, DType::kBF16);
+  EXPECT_NE(s.find("KV cache (bf16): 199 blocks of 16 tokens = 3184 tokens (0.8 MiB)"), std::string::npos) << s;
 }
 
 }  // namespace

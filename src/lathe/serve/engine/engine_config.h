@@ -7,6 +7,7 @@
 #include <string>
 
 #include "lathe/base/context.h"
+#include "lathe/models/kv_cache_dtype.h"
 #include "lathe/models/kv_store.h"
 #include "lathe/serve/sched/scheduler_config.h"
 
@@ -20,6 +21,9 @@ inline constexpr int64_t kDefaultCpuKvCacheBytes = int64_t{2} << 30;
 
 struct EngineConfig {
   int64_t kv_cache_memory = 0;           // bytes of the KV pool (`--kv-cache-memory`); 0: the default above
+  // K and V in f32 or bf16 (`--kv-cache-dtype`); auto: bf16 when the model's matrices are bf16. A bf16 pool
+  // holds twice the tokens of an f32 one in the same kv_cache_memory.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int block_size = kDefaultKvBlockSize;  // P
   bool enable_prefix_caching = true;
   // max_model_len 0: the model's max_positions; eos_token_ids empty: the model's config (eos_token_id).

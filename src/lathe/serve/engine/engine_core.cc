@@ -21,21 +21,23 @@ KvLayout layout_of(const ModelConfig& c) {
 
 }  // namespace
 
-int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, int64_t max_num_seqs,
-                         int64_t max_model_len) {
+int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, DType kv_dtype,
+                         int64_t max_num_seqs, int64_t max_model_len) {
   LATHE_CHECK_ARG(bytes >= 0, "[engine] kv_cache_memory must be >= 0 (0: the default), got ", bytes);
   if (bytes == 0) {
     // Full contexts for every sequence, plus the null block, is all the pool could ever use.
-    const int64_t need = (max_num_seqs * kv_blocks_for(max_model_len, block_size) + 1) * kv_block_bytes(layout, block_size);
+    const int64_t need =
+        (max_num_seqs * kv_blocks_for(max_model_len, block_size) + 1) * kv_block_bytes(layout, block_size, kv_dtype);
     bytes = std::min(kDefaultCpuKvCacheBytes, need);
   }
-  return kv_blocks_for_bytes(bytes, layout, block_size);
+  return kv_blocks_for_bytes(bytes, layout, block_size, kv_dtype);
 }
 
 EngineCore::EngineCore(const Model& model, const EngineConfig& config)
     : model_(model),
       sched_config_(resolved(config.scheduler, model.config())),
-      n_blocks_(engine_kv_blocks(config.kv_cache_memory, layout_of(model.config()), config.block_size,
+      kv_dtype_(resolve_kv_cache_dtype(config.kv_cache_dtype, model)),
+      n_blocks_(engine_kv_blocks(config.kv_cache_memory, layout_of(model.config()), config.block_size, kv_dtype_,
                                  sched_config_.max_num_seqs, sched_config_.max_model_len)),
       block_size_(config.block_size),
       rng_{.key = derive_key(config.seed, hash_name("engine.request_seeds"))},
@@ -46,7 +48,7 @@ EngineCore::EngineCore(const Model& model, const EngineConfig& config)
                  [log = config.log](const PreemptionEvent& e) {
                    if (log) log(format_preemption(e));
                  }),
-      runner_(model, {.n_blocks = n_blocks_, .block_size = config.block_size,
+      runner_(model, {.n_blocks = n_blocks_, .block_size = config.block_size, .kv_dtype = kv_dtype_,
                       .eos_token_ids = sched_config_.eos_token_ids, .loras = &loras_}) {}
 
 void EngineCore::add_request(uint64_t request_id, EngineRequest r) {
@@ -134,7 +136,7 @@ EngineCoreStats EngineCore::stats() const {
 }
 
 std::string EngineCore::capacity_summary() const {
-  return kv_capacity_summary(n_blocks_, block_size_, layout_of(model_.config()));
+  return kv_capacity_summary(n_blocks_, block_size_, layout_of(model_.config()), kv_dtype_);
 }
 
 }  // namespace lathe

@@ -24,8 +24,8 @@ namespace lathe {
 // Blocks of the KV pool for a budget of `bytes` (0: kDefaultCpuKvCacheBytes capped at what max_num_seqs
 // sequences of max_model_len tokens need), the null block included. InvalidArgument, naming both sizes,
 // when the budget holds fewer than 2 blocks.
-int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, int64_t max_num_seqs,
-                         int64_t max_model_len);
+int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, DType kv_dtype,
+                         int64_t max_num_seqs, int64_t max_model_len);
 
 struct EngineCoreStats {
   int64_t n_running = 0, n_waiting = 0;
@@ -69,7 +69,9 @@ class EngineCore {
   const ModelConfig& model_config() const { return model_.config(); }
   const SchedulerConfig& scheduler_config() const { return sched_config_; }
   int64_t n_blocks() const { return n_blocks_; }  // the pool, the null block included
-  std::string capacity_summary() const;           // "KV cache: N blocks of P tokens = T tokens (X MiB)"
+  DType kv_dtype() const { return kv_dtype_; }   // the pool's K and V: kF32 or kBF16
+  // "KV cache (bf16): N blocks of P tokens = T tokens (X MiB)"
+  std::string capacity_summary() const;
   const ModelRunner& runner() const { return runner_; }
 
  private:
@@ -81,6 +83,7 @@ class EngineCore {
 
   const Model& model_;
   SchedulerConfig sched_config_;
+  DType kv_dtype_;
   int64_t n_blocks_ = 0;
   int block_size_ = kDefaultKvBlockSize;
   CounterRng rng_;  // seeds of unseeded requests, in arrival order

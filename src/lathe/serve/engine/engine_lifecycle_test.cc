@@ -56,7 +56,7 @@ TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
   Model& m = *llama().model;
   // 12 usable blocks of 16 tokens, a 64-token context (4 blocks) and loose admission: 6 requests of up to
   // 60 tokens each outgrow the pool and the newest are preempted, then recomputed.
-  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
+  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize, DType::kF32);
   const EngineConfig small{.kv_cache_memory = 13 * block_bytes,
                            .scheduler = {.max_model_len = 64, .admission = AdmissionMode::kLoose, .watermark = 0}};
   const auto prompts = testing::varied_prompts(6, 30, m.config().vocab_size, 11);
@@ -84,7 +84,7 @@ TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
 TEST(Engine, PreemptionsAreLogged) {
   Model& m = *llama().model;
   std::vector<std::string> lines;
-  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
+  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize, DType::kF32);
   EngineConfig c{.kv_cache_memory = 9 * block_bytes,
                  .scheduler = {.max_model_len = 64, .admission = AdmissionMode::kLoose, .watermark = 0}};
   c.log = [&lines](const std::string& l) { lines.push_back(l); };  // engine thread; read after stop
@@ -166,7 +166,7 @@ TEST(Engine, LogprobsComeWithTheirTokens) {
 
 TEST(Engine, BadRequestsAreRefusedAndTheEngineServesOn) {
   Model& m = *llama().model;
-  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize);
+  const int64_t block_bytes = kv_block_bytes(layout_of(m), kDefaultKvBlockSize, DType::kF32);
   Engine engine(m, {.kv_cache_memory = 9 * block_bytes, .scheduler = {.max_model_len = 128, .watermark = 0}});
   const int64_t V = m.config().vocab_size;
   EXPECT_THROW(engine.submit(testing::greedy_request({}, 4)), InvalidArgument);
@@ -209,6 +209,28 @@ TEST(Engine, MetricsCountTokensAndTimeEveryChoice) {
   EXPECT_GE(mt.e2e.sum, mt.ttft.sum);
   EXPECT_GT(mt.core.n_steps, 0);
   EXPECT_GT(mt.core.kv_blocks_total, 0);
+}
+
+// --kv-cache-dtype: bf16 halves a block's bytes, so the same budget holds twice the blocks; the start-up
+// line names the dtype; auto on this f32 model is f32.
+TEST(Engine, Bf16KvCacheHoldsTwiceTheBlocksOfTheSameMemory) {
+  Model& m = *llama().model;
+  const int64_t f32_block = kv_block_bytes(layout_of(m), kDefaultKvBlockSize, DType::kF32);
+  const EngineConfig base{.kv_cache_memory = 9 * f32_block, .scheduler = {.max_model_len = 128, .watermark = 0}};
+  EngineConfig bf16 = base;
+  bf16.kv_cache_dtype = KvCacheDtype::kBF16;
+  Engine as_f32(m, base), as_bf16(m, bf16);
+  EXPECT_EQ(settled_metrics(as_f32).core.kv_blocks_total, 9 - 1);
+  EXPECT_EQ(settled_metrics(as_bf16).core.kv_blocks_total, 2 * 9 - 1);
+  EXPECT_NE(as_f32.capacity_summary().find("KV cache (f32): 8 blocks"), std::string::npos) << as_f32.capacity_summary();
+  EXPECT_NE(as_bf16.capacity_summary().find("KV cache (bf16): 17 blocks"), std::string::npos)
+      << as_bf16.capacity_summary();
+  // A 120-token prompt with 8 outputs needs 8 blocks: too many for the f32 pool, served by the bf16 one.
+  const EngineRequest long_prompt = testing::greedy_request(std::vector<int32_t>(120, 3), 8);
+  EXPECT_EQ(read_all(*as_f32.submit(long_prompt).stream).finish.at(0), FinishReason::kAbort);
+  const Completion served = read_all(*as_bf16.submit(long_prompt).stream);
+  EXPECT_EQ(served.finish.at(0), FinishReason::kLength);
+  EXPECT_EQ(served.tokens.at(0).size(), 8u);
 }
 
 TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {

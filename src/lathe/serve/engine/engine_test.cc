@@ -1,6 +1,7 @@
 // The engine on every fixture family: greedy tokens equal generate() and the fixture's greedy ids, and a
 // request's tokens do not depend on what else runs beside it (greedy and seeded sampling), whether the
-// others arrive with it or while it runs, with chunked prefill mixing prompt chunks and decodes.
+// others arrive with it or while it runs, with chunked prefill mixing prompt chunks and decodes; greedy
+// tokens stay batch-invariant over a bf16 KV cache too.
 #include "lathe/serve/engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +19,9 @@ using testing::read_all;
 class EngineFamily : public ::testing::TestWithParam<std::string> {};
 
 // A small step budget and chunk cap: prompts are prefilled in chunks, beside other requests' decodes.
-EngineConfig chunked_config() {
-  return {.scheduler = {.max_num_batched_tokens = 24, .max_num_partial_prefills = 2,
+EngineConfig chunked_config(KvCacheDtype kv = KvCacheDtype::kAuto) {
+  return {.kv_cache_dtype = kv,
+          .scheduler = {.max_num_batched_tokens = 24, .max_num_partial_prefills = 2,
                         .long_prefill_token_threshold = 8}};
 }
 
@@ -53,8 +55,9 @@ std::vector<EngineRequest> mixed_requests(const testing::EngineFixture& f, const
 
 // Runs `rs` on one engine: all submitted together, or (staggered) half of them, then the rest once the
 // first has its first token.
-std::vector<Completion> run_together(Model& model, const std::vector<EngineRequest>& rs, bool staggered) {
-  Engine engine(model, chunked_config());
+std::vector<Completion> run_together(Model& model, const std::vector<EngineRequest>& rs, bool staggered,
+                                     KvCacheDtype kv) {
+  Engine engine(model, chunked_config(kv));
   std::vector<Submission> subs;
   std::optional<EngineOutput> first;
   const size_t n_first = staggered ? rs.size() / 2 : rs.size();
@@ -74,17 +77,19 @@ std::vector<Completion> run_together(Model& model, const std::vector<EngineReque
   return out;
 }
 
-void expect_batch_invariant(const testing::EngineFixture& f, const SamplingParams& target) {
+void expect_batch_invariant(const testing::EngineFixture& f, const SamplingParams& target,
+                            KvCacheDtype kv = KvCacheDtype::kAuto) {
   const std::vector<EngineRequest> rs = mixed_requests(f, target);
-  const Completion alone = testing::run_alone(*f.model, {}, rs[0]);
+  const EngineConfig alone_config{.kv_cache_dtype = kv};
+  const Completion alone = testing::run_alone(*f.model, alone_config, rs[0]);
   ASSERT_EQ(alone.tokens.at(0).size(), static_cast<size_t>(target.max_tokens));
   for (const bool staggered : {false, true}) {
-    const std::vector<Completion> together = run_together(*f.model, rs, staggered);
+    const std::vector<Completion> together = run_together(*f.model, rs, staggered, kv);
     EXPECT_EQ(together[0].tokens.at(0), alone.tokens.at(0)) << (staggered ? "staggered" : "submitted together");
     // The greedy neighbours are invariant too.
     for (size_t i = 1; i < rs.size(); ++i) {
       if (!is_greedy(rs[i].sampling)) continue;
-      EXPECT_EQ(together[i].tokens.at(0), testing::run_alone(*f.model, {}, rs[i]).tokens.at(0))
+      EXPECT_EQ(together[i].tokens.at(0), testing::run_alone(*f.model, alone_config, rs[i]).tokens.at(0))
           << "request " << i << (staggered ? " staggered" : " submitted together");
     }
   }
@@ -93,6 +98,14 @@ void expect_batch_invariant(const testing::EngineFixture& f, const SamplingParam
 TEST_P(EngineFamily, GreedyTokensAreTheSameAloneAndAmong16Others) {
   const testing::EngineFixture f = load_engine_fixture(GetParam());
   expect_batch_invariant(f, testing::greedy_request({}, static_cast<int>(f.greedy_output.size())).sampling);
+}
+
+// The fixtures load as f32, so auto is f32 above: here K and V are rounded to bf16 when written.
+TEST_P(EngineFamily, GreedyTokensOverBf16KvAreTheSameAloneAndAmong16Others) {
+  const testing::EngineFixture f = load_engine_fixture(GetParam());
+  ASSERT_EQ(Engine(*f.model, {.kv_cache_dtype = KvCacheDtype::kBF16}).capacity_summary().find("KV cache (bf16)"), 0u);
+  expect_batch_invariant(f, testing::greedy_request({}, static_cast<int>(f.greedy_output.size())).sampling,
+                         KvCacheDtype::kBF16);
 }
 
 TEST_P(EngineFamily, SeededSampleIsTheSameAloneAndAmong16Others) {

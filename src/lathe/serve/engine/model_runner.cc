@@ -17,7 +17,7 @@ uint64_t choice_seed(uint64_t seed, int index) {
 ModelRunner::ModelRunner(const Model& model, const ModelRunnerConfig& config)
     : model_(model),
       config_(config),
-      store_(paged_kv_store_config(model.config(), config.n_blocks, config.block_size)),
+      store_(paged_kv_store_config(model.config(), config.n_blocks, config.block_size, config.kv_dtype)),
       sampler_(model.config().vocab_size) {}
 
 void ModelRunner::add_seq(const NewSeqData& d) {
