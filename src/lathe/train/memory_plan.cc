@@ -18,17 +18,16 @@ namespace lathe::train {
 
 int64_t memory_plan_layer_bytes(const MemoryPlanLayer& l, bool bf16) {
   const int64_t C = l.hidden, Q = l.q_dim, KV = l.kv_dim, F = l.ffn;
-  // f32 values per token. The tape keeps every op output that a later recorded op takes as an input
-  // (autograd/node.h: a Node holds its inputs), so the count is decoder.cc's op outputs, one by one.
+  // f32 values per token. The tape keeps what gradient rules save (autograd/node.h: a node's edges point at
+  // the producing nodes, not at their outputs), so the count is decoder.cc's saved tensors, one by one.
   int64_t f = 0;
-  // Residual stream: the layer input (rms_norm saves it), the attention projection's output, the input
-  // plus it, and the MLP's output (an add keeps both its inputs).
-  f += 4 * C;
+  // Residual stream: the layer input and the input plus the attention's projection (the two pre-norms
+  // save their inputs; the adds save nothing, so the projections' outputs are freed).
+  f += 2 * C;
   f += 2 * C + 2;                          // the two pre-norms' outputs and their rstd
-  if (l.sandwich_norms) f += 2 * C + 2;    // Gemma's post-attention and post-MLP norms
-  f += Q + 2 * KV;                         // q, k, v projections
-  if (l.qk_norm) f += Q + KV + l.heads + l.kv_heads;  // normed q, k and their per-head rstd
-  if (l.rope) f += Q + KV;                 // rotated q, k (the attention saves them)
+  if (l.sandwich_norms) f += 2 * C + 2;    // Gemma's post-attention and post-MLP norms save their inputs
+  f += Q + 2 * KV;  // q, k (rotated: rope saves nothing, so the unrotated ones are freed) and v
+  if (l.qk_norm) f += Q + KV + l.heads + l.kv_heads;  // q, k before their norms, and the per-head rstd
   // The attention output and its log-sum-exp [H]. The probabilities [H, T, T] are never stored: the
   // attention is flash-style and its backward recomputes them from the lse (ops/attention.cc).
   f += Q + l.heads;
@@ -42,13 +41,13 @@ int64_t memory_plan_layer_bytes(const MemoryPlanLayer& l, bool bf16) {
       break;
     case MlpKind::kCount: break;
   }
-  // LoRA on a Linear (nn/lora.cc): the base output and the adapter's [out] (inputs of their add), x·Aᵀ and
-  // its scaled copy [R]; with dropout also the dropped input and its mask [in].
-  f += 2 * l.lora_out + 2 * l.lora_rank + 2 * l.lora_dropout_in;
+  // LoRA on a Linear (nn/lora.cc): the scaled x·Aᵀ [R] (B's linear saves it); the base output and the
+  // delta feed only their add and are freed; with dropout also the dropped input and its mask [in].
+  f += l.lora_rank + 2 * l.lora_dropout_in;
   int64_t bytes = 4 * f;
   if (bf16) {
-    // A Linear's input is rounded to bf16 (nn/linear.cc linear_input) and to_bf16 re-records on the
-    // producer, so the f32 tensor is freed and its bf16 copy kept: the first pre-norm's output, and for a
+    // A Linear's input is rounded to bf16 (nn/linear.cc linear_input); the graph keeps the f32 tensor's
+    // producer, not the tensor, so it is freed and its bf16 copy kept: the first pre-norm's output, and for a
     // dense MLP the second's and the activation's (the moe op reads f32). The attention output stays f32
     // (the attention saves it) and gains a bf16 copy.
     const int64_t rounded = C + (l.mlp == MlpKind::kMoe ? 0 : C + F);
@@ -168,13 +167,11 @@ MemoryPlanActivations memory_plan_activations(const Model& m, int64_t tokens, co
                       .experts = c.n_experts,
                       .top_k = c.top_k,
                       .qk_norm = c.qk_norm,
-                      .rope = !c.learned_positions,
                       .sandwich_norms = c.sandwich_norms};
     const DecoderLayer& w = m.weights().layers[static_cast<size_t>(i)];
     for (const Linear* lin : {&w.self_attn.q_proj, &w.self_attn.k_proj, &w.self_attn.v_proj, &w.self_attn.o_proj,
                               &w.mlp.gate_proj, &w.mlp.up_proj, &w.mlp.down_proj}) {
       if (!o.lora || !lin->lora.defined()) continue;
-      l.lora_out += lin->weight.size(0);
       l.lora_rank += lin->lora.a.size(0);
       if (o.lora_dropout && lin->lora.dropout > 0.f) l.lora_dropout_in += lin->weight.size(1);
     }

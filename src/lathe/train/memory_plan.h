@@ -35,10 +35,10 @@ struct MemoryPlanLayer {
   MlpKind mlp = MlpKind::kGated;
   int64_t ffn = 0;                 // F (MoE: an expert's width)
   int64_t experts = 0, top_k = 0;  // E, K (MoE layers)
-  bool qk_norm = false, rope = true, sandwich_norms = false;
-  // LoRA adapters on the layer's Linears: Σ of their output widths and ranks, and Σ of the input widths
-  // of those that apply dropout.
-  int64_t lora_out = 0, lora_rank = 0, lora_dropout_in = 0;
+  bool qk_norm = false, sandwich_norms = false;
+  // LoRA adapters on the layer's Linears: Σ of their ranks, and Σ of the input widths of those that apply
+  // dropout.
+  int64_t lora_rank = 0, lora_dropout_in = 0;
 };
 
 // Bytes per token that one layer's forward keeps for the backward (f32, or with bf16 compute).

@@ -101,9 +101,8 @@ TEST(MemoryPlan, ActivationsMatchWhatTheTapeHoldsWithLora) {
   const ForwardOptions o{.lora = true};
   const double held = static_cast<double>(bytes_held_by_forward(*m, o, ctx));
   const double plan = static_cast<double>(planned_forward(*m, o));
-  // Layer 0 of a frozen base keeps less than the plan says: its input needs no gradient, so the input, the
-  // first norm's rstd and the base outputs of q, k and v are freed (193 of ~2500 values per token of a
-  // layer: 4% of this 2-layer model, an upper bound by < 2/L in general).
+  // Layer 0 of a frozen base keeps less than the plan says: its input needs no gradient, so the input and
+  // the first norm's rstd are freed (under 4% of this 2-layer model, an upper bound by < 2/L in general).
   EXPECT_GE(plan, held);
   EXPECT_LE(plan, (1 + kUncounted + 0.04) * held) << "plan " << plan << " held " << held;
 }
@@ -131,22 +130,20 @@ void expect_step_peak_within_plan(const ForwardOptions& o, double low) {
 }
 
 TEST(MemoryPlan, TrainingStepPeakIsThePlanned) {
-  expect_step_peak_within_plan({}, 0.9);
-  expect_step_peak_within_plan({.recompute = true}, 0.75);
+  expect_step_peak_within_plan({}, 0.85);
+  expect_step_peak_within_plan({.recompute = true}, 0.7);
 }
 
 TEST(MemoryPlan, LayerTermsFollowTheDecoderOps) {
-  // A Llama layer in f32 keeps per token: the residual stream x, attention out, x + attn, MLP out (4C); the
-  // two norms' outputs and rstd (2C + 2); q, k, v, rotated q, k (2Q + 3KV); the attention output and lse
-  // (Q + H); gate, up, act (3F). No [H, T, T] probabilities: flash-style attention keeps lse only.
+  // A Llama layer in f32 keeps per token: the residual stream x and x + attn (2C), not the projections'
+  // outputs (their adds save nothing); the two norms' outputs and rstd (2C + 2); rotated q, k and v
+  // (Q + 2KV), not the unrotated q, k (rope saves nothing); the attention output and lse (Q + H); gate,
+  // up, act (3F). No [H, T, T] probabilities: flash-style attention keeps lse only.
   const MemoryPlanLayer l{.hidden = 64, .q_dim = 64, .kv_dim = 32, .heads = 4, .kv_heads = 2, .ffn = 128};
-  EXPECT_EQ(memory_plan_layer_bytes(l, false), 4 * (6 * 64 + 3 * 64 + 3 * 32 + 4 + 2 + 3 * 128));
+  EXPECT_EQ(memory_plan_layer_bytes(l, false), 4 * (4 * 64 + 2 * 64 + 2 * 32 + 4 + 2 + 3 * 128));
   MemoryPlanLayer qk = l;
-  qk.qk_norm = true;  // normed q, k and their per-head rstd
+  qk.qk_norm = true;  // q, k before their norms and the per-head rstd
   EXPECT_EQ(memory_plan_layer_bytes(qk, false) - memory_plan_layer_bytes(l, false), 4 * (64 + 32 + 4 + 2));
-  MemoryPlanLayer learned = l;
-  learned.rope = false;  // GPT-2: no rotated copies
-  EXPECT_EQ(memory_plan_layer_bytes(l, false) - memory_plan_layer_bytes(learned, false), 4 * (64 + 32));
   // bf16: three f32 Linear inputs become bf16 (2 bytes saved each value), the attention output gains a copy.
   EXPECT_EQ(memory_plan_layer_bytes(l, false) - memory_plan_layer_bytes(l, true), 2 * (64 + 64 + 128) - 2 * 64);
 }
