@@ -114,6 +114,17 @@ train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
   train::ObjectiveMemory m = data_.memory(model);
   const int64_t N = m.tokens, V = model.config().vocab_size, C = model.config().hidden;
   m.fused_head = false;
+  const int64_t rows = std::min(opts_.loss.chunk_rows, N);
+  const bool head_trains = model.weights().lm_head.weight.requires_grad();
+  if (cached_) {
+    // The mapped cache (its pages stay resident once read: an epoch reads all of it), and the head's
+    // student logits and their gradient [chunk_rows, V] f32 with the gathered top-k rows.
+    const TeacherCacheInfo& info = cached_->cache().info();
+    m.items.push_back({"teacher logits cache (mapped)", kTeacherCacheHeaderBytes + 8 * info.n_rows * info.k + 8});
+    m.items.push_back({"distillation head",
+                       4 * (2 * rows * V + 2 * rows * info.k + N * C + (head_trains ? 3 * V * C : 0))});
+    return m;
+  }
   // The teacher as loaded: 16-bit matrices stay 16-bit, used in place.
   m.items.push_back({"teacher weights", train::memory_plan_weight_bytes(*teacher_)});
   // Its hidden states [N, C_teacher] (kept for the head) and, during its no-grad forward, about one layer's
@@ -124,8 +135,6 @@ train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
   m.items.push_back({"teacher activations", N * (4 * t.hidden + layer)});
   // linear_distill_loss: student logits, teacher logits and their gradient [chunk_rows, V] f32; dhidden [N, C]
   // and, when the head trains, dweight [V, C] with the product and sum that update it.
-  const int64_t rows = std::min(opts_.loss.chunk_rows, N);
-  const bool head_trains = model.weights().lm_head.weight.requires_grad();
   m.items.push_back({"distillation head", 4 * (3 * rows * V + N * C + (head_trains ? 3 * V * C : 0))});
   return m;
 }
