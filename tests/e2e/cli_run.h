@@ -142,6 +142,11 @@ inline std::pair<int, std::string> run_lathe_bounded(const std::string& args, in
 inline constexpr const char* kMpirun =
     "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe ";
 
+// `lathe ARGS` as 2 ranks under mpirun: exit status and output.
+inline std::pair<int, std::string> run_lathe_two_ranks(const std::string& args) {
+  return run_shell(kMpirun + lathe_bin() + " " + args);
+}
+
 inline constexpr int kExitTimedOut = 124;  // coreutils timeout: the command was killed after its limit
 
 // True when `r` is a clean failure: a non-zero exit that is neither a timeout nor a signal, and an

@@ -95,9 +95,7 @@ TEST(DistillCli, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
   const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_mpi"));
   auto [rc, out] = testing::run_lathe(distill_args(dir, "one", 8) + " run.threads=1");
   ASSERT_EQ(rc, 0) << out;
-  std::tie(rc, out) = testing::run_shell(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
-      " " + distill_args(dir, "two", 8) + " run.threads=1");
+  std::tie(rc, out) = testing::run_lathe_two_ranks(distill_args(dir, "two", 8) + " run.threads=1");
   ASSERT_EQ(rc, 0) << out;
   const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
   ASSERT_EQ(a.size(), 8u);
@@ -222,9 +220,7 @@ TEST(DistillCli, TwoRanksFromTheCacheEqualOneProcess) {
   };
   std::tie(rc, out) = testing::run_lathe(args("one"));
   ASSERT_EQ(rc, 0) << out;
-  std::tie(rc, out) = testing::run_shell(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
-      " " + args("two"));
+  std::tie(rc, out) = testing::run_lathe_two_ranks(args("two"));
   ASSERT_EQ(rc, 0) << out;
   const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
   ASSERT_EQ(a.size(), 8u);

@@ -93,9 +93,7 @@ TEST(SftCli, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
   const std::string dir = tokenizer_in(testing::scratch_dir("sft_cli_mpi"));
   auto [rc, out] = testing::run_lathe(sft_args(dir, "one", 12) + " run.threads=1");
   ASSERT_EQ(rc, 0) << out;
-  std::tie(rc, out) = testing::run_shell(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe " + testing::lathe_bin() +
-      " " + sft_args(dir, "two", 12) + " run.threads=1");
+  std::tie(rc, out) = testing::run_lathe_two_ranks(sft_args(dir, "two", 12) + " run.threads=1");
   ASSERT_EQ(rc, 0) << out;
   const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
   ASSERT_EQ(a.size(), 12u);
