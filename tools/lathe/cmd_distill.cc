@@ -67,21 +67,12 @@ const CommandSpec& distill_cache_spec() {
 
 int cmd_distill_cache(int argc, char** argv) {
   const Args a = Args::parse(argc, argv, 2, distill_cache_spec());
-  std::string recipe;  // as parse_recipe_args, without --resume / --overwrite: nothing here resumes
-  std::vector<std::string> overrides;
-  for (const auto& p : a.positional) {
-    if (p.find('=') != std::string::npos) overrides.push_back(p);
-    else if (recipe.empty()) recipe = p;
-    else throw InvalidArgument(str_cat("distill-cache: more than one recipe given ('", recipe, "' and '", p, "')"));
-  }
-  if (a.help() || recipe.empty()) {
-    std::fputs(help_text(distill_cache_spec()).c_str(), stderr);
-    return a.help() ? 0 : 2;
-  }
+  const std::optional<RecipeArgs> r = parse_recipe_args(a, distill_cache_spec());
+  if (!r) return a.help() ? 0 : 2;
   const std::string out = a.str("--out", "");
   LATHE_CHECK_ARG(!out.empty(), "distill-cache: --out FILE is required");
-  train::TrainConfig cfg = train::load_recipe(recipe, overrides);
-  LATHE_CHECK_ARG(!cfg.distill.is_null(), recipe, ": no distill: section (distill-cache reads distill.teacher"
+  train::TrainConfig cfg = train::load_recipe(r->recipe, r->overrides);
+  LATHE_CHECK_ARG(!cfg.distill.is_null(), r->recipe, ": no distill: section (distill-cache reads distill.teacher"
                   " and distill.top_k; docs/distill.md)");
   const posttrain::DistillCacheResult res = posttrain::write_distill_cache(
       std::move(cfg), out, [](const std::string& m) { std::printf("%s\n", m.c_str()); });

@@ -1,5 +1,6 @@
 #include "train_command.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -35,10 +36,15 @@ std::optional<RecipeArgs> parse_recipe_args(const Args& a, const CommandSpec& sp
     std::fputs(help_text(spec).c_str(), stderr);
     return std::nullopt;
   }
-  LATHE_CHECK_ARG(!(a.has("--resume") && a.has("--overwrite")), spec.name,
+  // A command that writes no run folder (distill-cache) declares neither flag: it always starts fresh.
+  const auto given = [&](const char* flag) {
+    return std::any_of(spec.options.begin(), spec.options.end(), [&](const OptionSpec& o) { return o.name == flag; }) &&
+           a.has(flag);
+  };
+  LATHE_CHECK_ARG(!(given("--resume") && given("--overwrite")), spec.name,
                   ": --resume continues the run in run.dir and --overwrite deletes it: give one of them");
-  r.mode = a.has("--resume")      ? train::StartMode::kResume
-           : a.has("--overwrite") ? train::StartMode::kOverwrite
+  r.mode = given("--resume")      ? train::StartMode::kResume
+           : given("--overwrite") ? train::StartMode::kOverwrite
                                   : train::StartMode::kFresh;
   return r;
 }
