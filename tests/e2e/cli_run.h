@@ -2,6 +2,7 @@
 // with their exit code and combined output.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include <utility>
 
 #include "lathe/train/byte_tokenizer.h"
+#include "lathe/train/test_metrics.h"
 
 extern "C" char** environ;
 
@@ -145,6 +148,16 @@ inline constexpr const char* kMpirun =
 // `lathe ARGS` as 2 ranks under mpirun: exit status and output.
 inline std::pair<int, std::string> run_lathe_two_ranks(const std::string& args) {
   return run_shell(kMpirun + lathe_bin() + " " + args);
+}
+
+// Two runs' losses agree step for step, `steps` of them: only the order of the sums differs between one
+// process and two ranks (as tests/e2e/mpi_test.cc), so 1e-5 relative. `out`: the second run's output.
+inline void expect_same_losses(const std::string& run_a, const std::string& run_b, size_t steps,
+                               const std::string& out) {
+  const auto a = loss_values(run_a), b = loss_values(run_b);
+  ASSERT_EQ(a.size(), steps);
+  ASSERT_EQ(b.size(), steps) << out;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
 }
 
 inline constexpr int kExitTimedOut = 124;  // coreutils timeout: the command was killed after its limit

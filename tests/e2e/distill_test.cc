@@ -97,10 +97,7 @@ TEST(DistillCli, TwoRanksEqualOneProcessOnTheSameGlobalBatch) {
   ASSERT_EQ(rc, 0) << out;
   std::tie(rc, out) = testing::run_lathe_two_ranks(distill_args(dir, "two", 8) + " run.threads=1");
   ASSERT_EQ(rc, 0) << out;
-  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
-  ASSERT_EQ(a.size(), 8u);
-  ASSERT_EQ(b.size(), 8u) << out;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
+  testing::expect_same_losses(dir + "/one", dir + "/two", 8, out);
 }
 
 TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
@@ -222,10 +219,7 @@ TEST(DistillCli, TwoRanksFromTheCacheEqualOneProcess) {
   ASSERT_EQ(rc, 0) << out;
   std::tie(rc, out) = testing::run_lathe_two_ranks(args("two"));
   ASSERT_EQ(rc, 0) << out;
-  const auto a = testing::loss_values(dir + "/one"), b = testing::loss_values(dir + "/two");
-  ASSERT_EQ(a.size(), 8u);
-  ASSERT_EQ(b.size(), 8u) << out;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
+  testing::expect_same_losses(dir + "/one", dir + "/two", 8, out);
 }
 
 TEST(DistillCli, AMismatchedTeacherCacheStopsBeforeTraining) {
