@@ -42,11 +42,12 @@ void weight_grad(const Tensor& g, const Tensor& x, int64_t n, int64_t in, int64_
   constexpr int64_t kNarrowIn = 16;
   if (in > kNarrowIn || in >= out || x.dtype() != DType::kF32)
     return gemm_into(true, false, out, in, n, g, x, dw.data<float>(), 0.f, pool);
-  std::vector<float> dwt(static_cast<size_t>(in * out));  // [in, out]
-  gemm_into(true, false, in, out, n, x, g, dwt.data(), 0.f, pool);
+  const Tensor dwt = Tensor::empty({in, out});  // from the context's allocator, like every other buffer here
+  gemm_into(true, false, in, out, n, x, g, dwt.data<float>(), 0.f, pool);
+  const float* t = dwt.data<float>();
   float* d = dw.data<float>();
   for (int64_t o = 0; o < out; ++o)
-    for (int64_t i = 0; i < in; ++i) d[o * in + i] = dwt[static_cast<size_t>(i * out + o)];
+    for (int64_t i = 0; i < in; ++i) d[o * in + i] = t[i * out + o];
 }
 
 }  // namespace
