@@ -192,6 +192,13 @@ std::vector<GemmShape> lora_shapes(int64_t rank) {
     shapes.push_back({prefix + "dX_" + l.name, false, false, kTokens, l.in, rank});
     shapes.push_back({prefix + "dA_" + l.name, true, false, rank, l.in, kTokens});
     shapes.push_back({prefix + "dB_" + l.name, true, false, l.out, rank, kTokens});
+    // with the rank-major layout hT [r, tokens]:
+    shapes.push_back({prefix + "T_fwdA_" + l.name, false, true, rank, kTokens, l.in});    // hT = A·xT
+    shapes.push_back({prefix + "T_fwdB_" + l.name, true, true, kTokens, l.out, rank});    // y += hTT·BT
+    shapes.push_back({prefix + "T_dH_" + l.name, true, true, rank, kTokens, l.out});      // dhT = BT·dYT
+    shapes.push_back({prefix + "T_dX_" + l.name, true, false, kTokens, l.in, rank});      // dX += dhTT·A
+    shapes.push_back({prefix + "T_dA_" + l.name, false, false, rank, l.in, kTokens});     // dA = dhT·X
+    shapes.push_back({prefix + "T_dBt_" + l.name, false, false, rank, l.out, kTokens});   // dBT = hT·dY
   }
   return shapes;
 }

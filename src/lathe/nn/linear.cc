@@ -1,6 +1,8 @@
 // linear / linear_pair over nn Linear (see linear.h).
 #include "lathe/nn/linear.h"
 
+#include <optional>
+
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
 #include "lathe/ops/cast.h"
@@ -42,8 +44,8 @@ Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
   const Tensor xin = linear_input(x, l, o);
-  Tensor y = linear(xin, linear_weight(l, o), l.bias);
-  if (uses_lora(l, o)) y = add(y, lora_delta(xin, l.lora, o));
+  Tensor y = uses_lora(l, o) ? linear(xin, linear_weight(l, o), l.bias, lora_term(xin, l.lora, o))
+                             : linear(xin, linear_weight(l, o), l.bias);
   add_lora_rows(y, xin, l, o);
   return y;
 }
@@ -51,9 +53,10 @@ Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
   LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o), "[linear_pair] the two Linears are in different formats");
   const Tensor xin = linear_input(x, a, o);
-  auto [ya, yb] = linear_pair(xin, linear_weight(a, o), linear_weight(b, o), a.bias, b.bias);
-  if (uses_lora(a, o)) ya = add(ya, lora_delta(xin, a.lora, o));
-  if (uses_lora(b, o)) yb = add(yb, lora_delta(xin, b.lora, o));
+  const std::optional<LowRankTerm> ta = uses_lora(a, o) ? std::optional(lora_term(xin, a.lora, o)) : std::nullopt;
+  const std::optional<LowRankTerm> tb = uses_lora(b, o) ? std::optional(lora_term(xin, b.lora, o)) : std::nullopt;
+  auto [ya, yb] = linear_pair(xin, linear_weight(a, o), linear_weight(b, o), a.bias, b.bias, ta ? &*ta : nullptr,
+                              tb ? &*tb : nullptr);
   add_lora_rows(ya, xin, a, o);
   add_lora_rows(yb, xin, b, o);
   return {ya, yb};

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "lathe/nn/forward_options.h"
+#include "lathe/ops/linear.h"
 #include "lathe/tensor/tensor.h"
 
 namespace lathe {
@@ -28,5 +29,9 @@ struct LoraAdapter {
 // In bf16 compute x·Aᵀ multiplies bf16 x by A rounded to bf16 (f32 sums, f32 gradient to A); the rank-R
 // product with B stays f32.
 Tensor lora_delta(const Tensor& x, const LoraAdapter& l, const ForwardOptions& o);
+
+// The same term in the form linear() adds into its output in one op (ops/linear.h): its input is x itself
+// (or dropout(x) in a training forward with dropout), A rounded to bf16 when x is bf16.
+LowRankTerm lora_term(const Tensor& x, const LoraAdapter& l, const ForwardOptions& o);
 
 }  // namespace lathe

@@ -12,24 +12,24 @@ namespace {
 // out[M, N] (=|+=) op(a)·op(b), all contiguous row-major: a and b f32, a f32 and b bf16 or f16 (16-bit
 // checkpoints), or both bf16 (bf16 compute); f32 accumulation in every case.
 void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
-               float* out, float beta, const ThreadPool& pool = current_context().pool) {
+               float* out, float beta, const ThreadPool& pool = current_context().pool, float alpha = 1.f) {
   const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (a.dtype() == DType::kBF16) {
     LATHE_ASSERT(b.dtype() == DType::kBF16, "bf16 x f32 GEMM is not provided");
     cpu::gemm(cpu::GemmArgs<bf16, bf16>{trans_a, trans_b, m, n, k, a.data<bf16>(), lda, b.data<bf16>(), ldb, out, n,
-                                         1.f, beta},
+                                         alpha, beta},
               pool);
   } else if (b.dtype() == DType::kBF16) {
     cpu::gemm(cpu::GemmArgs<float, bf16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<bf16>(), ldb,
-                                          out, n, 1.f, beta},
+                                          out, n, alpha, beta},
               pool);
   } else if (b.dtype() == DType::kF16) {
     cpu::gemm(cpu::GemmArgs<float, f16>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<f16>(), ldb,
-                                         out, n, 1.f, beta},
+                                         out, n, alpha, beta},
               pool);
   } else {
     cpu::gemm(cpu::GemmArgs<float, float>{trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb,
-                                           out, n, 1.f, beta},
+                                           out, n, alpha, beta},
               pool);
   }
 }
@@ -67,13 +67,38 @@ void check_linear_args(const Tensor& x_in, const Tensor& w, const Tensor& b) {
                   "[linear] bias must be f32 [", w.size(0), "], got ", b.defined() ? shape_str(b.shape()) : "");
 }
 
-// One linear of a validated, contiguous x: y = x · wᵀ + b sized here, computed by compute(pool) on any
-// pool (linear_pair runs two side by side), and its gradient rule recorded by finish().
+// dst[cols, rows] = srcᵀ of a row-major src [rows, cols].
+void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
+void check_low_rank_term(const Tensor& x, const Tensor& w, const LowRankTerm& t) {
+  const int64_t in = w.size(1), out = w.size(0);
+  LATHE_CHECK_ARG(t.a.dim() == 2 && t.b.dim() == 2 && t.a.size(1) == in && t.b.size(0) == out &&
+                      t.b.size(1) == t.a.size(0),
+                  "[linear] low-rank term a ", shape_str(t.a.shape()), ", b ", shape_str(t.b.shape()),
+                  " does not fit weight [out, in] = ", shape_str(w.shape()));
+  LATHE_CHECK_ARG(t.x.shape() == x.shape() && t.x.dtype() == x.dtype(), "[linear] low-rank term input ",
+                  shape_str(t.x.shape()), " does not match x ", shape_str(x.shape()));
+  LATHE_CHECK_ARG(t.a.dtype() == t.x.dtype() && t.b.dtype() == DType::kF32,
+                  "[linear] low-rank term: a must have x's dtype (", dtype_name(t.x.dtype()), ") and b be f32, got ",
+                  dtype_name(t.a.dtype()), " and ", dtype_name(t.b.dtype()));
+}
+
+// One linear of a validated, contiguous x: y = x · wᵀ + b (+ a low-rank term) sized here, computed by
+// compute(pool) on any pool (linear_pair runs two side by side), and its gradient rule recorded by finish().
 struct LinearJob {
   Tensor x_in, x, w, wc, b, y;
   int64_t in = 0, out = 0, n = 0;
+  // The low-rank term, when there is one: its input (tx_in as given, tx contiguous; the same as x when
+  // tx_shares_x), a [R, in], b [out, R], and hT = scaling · a·txᵀ [R, n] (saved for the backward).
+  bool has_term = false, tx_shares_x = false;
+  Tensor tx_in, tx, ta, tb, ht;
+  float scaling = 1.f;
 
-  LinearJob(const Tensor& x_in_, const Tensor& x_, const Tensor& w_, const Tensor& b_)
+  LinearJob(const Tensor& x_in_, const Tensor& x_, const Tensor& w_, const Tensor& b_,
+            const LowRankTerm* term = nullptr)
       : x_in(x_in_), x(x_), w(w_), wc(w_.contiguous()), b(b_) {
     in = w.size(1);
     out = w.size(0);
@@ -81,7 +106,18 @@ struct LinearJob {
     Shape out_shape = x.shape();
     out_shape.back() = out;
     y = Tensor::empty(out_shape);
+    if (term) {
+      check_low_rank_term(x_in, w, *term);
+      has_term = true;
+      tx_shares_x = term->x.impl() == x_in.impl();
+      tx_in = term->x;
+      tx = tx_shares_x ? x : term->x.contiguous();
+      ta = term->a.contiguous();
+      tb = term->b.contiguous();
+      scaling = term->scaling;
+    }
   }
+  int64_t rank() const { return ta.size(0); }
 
   void compute(const ThreadPool& pool) {
     float* yp = y.data<float>();
@@ -92,10 +128,16 @@ struct LinearJob {
       beta = 1.f;
     }
     gemm_into(false, true, n, out, in, x, wc, yp, beta, pool);
+    if (!has_term) return;
+    // hT[R, n] = scaling · a[R, in] · txᵀ; then y[n, out] += hTᵀ · bᵀ[R, out].
+    ht = Tensor::empty({rank(), n});
+    gemm_into(false, true, rank(), n, in, ta, tx, ht.data<float>(), 0.f, pool, scaling);
+    gemm_into(true, true, n, out, rank(), ht, tb, yp, 1.f, pool);
   }
 
   Tensor finish() {
-    if (!needs_grad({&x_in, &w, &b})) return y;
+    const bool term_grad = has_term && needs_grad({&tx_in, &ta, &tb});
+    if (!needs_grad({&x_in, &w, &b}) && !term_grad) return y;
     const bool want_x = x_in.requires_grad(), want_w = w.requires_grad(), want_b = b.defined() && b.requires_grad();
     // A bf16 weight gets a gradient only as the compute copy of an f32 master (bf16_compute_weight), which
     // takes the f32 dw on to the master; a bf16 or f16 leaf (a 16-bit checkpoint, inference only) would need
@@ -105,27 +147,81 @@ struct LinearJob {
                     dtype_name(w.dtype()), " weight");
     Tensor xs = x.detach(), ws = wc.detach();  // bf16 in bf16 compute: half the saved bytes
     const int64_t n_ = n, in_ = in, out_ = out;
-    record(y, "linear", {x_in, w, b}, [=](const Tensor& g_in) -> std::vector<Tensor> {
-      const int64_t n = n_, in = in_, out = out_;
+    std::vector<Tensor> inputs = {x_in, w, b};
+    if (!has_term) {
+      record(y, "linear", std::move(inputs), [=](const Tensor& g_in) -> std::vector<Tensor> {
+        const int64_t n = n_, in = in_, out = out_;
+        const Tensor g = g_in.contiguous();  // [n, out]
+        Tensor dx = want_x ? Tensor::empty(xs.shape()) : Tensor(), dw = want_w ? Tensor::empty(ws.shape()) : Tensor();
+        // dx[n, in] = g[n, out] · w[out, in] (task 0); dw[out, in] = gᵀ[out, n] · x[n, in] (task 1).
+        const auto product = [&](int64_t task, const ThreadPool& pool) {
+          if (task == 0 && want_x) gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
+          if (task == 1 && want_w) weight_grad(g, xs, n, in, out, dw, pool);
+        };
+        run_gemm_pair(want_x && want_w, product);
+        return {dx, dw, bias_grad(want_b, g, n, out)};
+      });
+      return y;
+    }
+    // With the term: inputs {x, w, b, a, b_term} (+ its own input when it is not x).
+    inputs.push_back(ta);
+    inputs.push_back(tb);
+    if (!tx_shares_x) inputs.push_back(tx_in);
+    const bool want_tx = tx_shares_x ? want_x : tx_in.requires_grad();
+    const bool want_ta = ta.requires_grad(), want_tb = tb.requires_grad();
+    const bool shares = tx_shares_x;
+    const float s = scaling;
+    Tensor txs = tx.detach(), tas = ta.detach(), tbs = tb.detach(), hts = ht.detach();
+    record(y, "linear_low_rank", std::move(inputs), [=](const Tensor& g_in) -> std::vector<Tensor> {
+      const int64_t n = n_, in = in_, out = out_, r = tas.size(0);
       const Tensor g = g_in.contiguous();  // [n, out]
-      Tensor dx = want_x ? Tensor::empty(xs.shape()) : Tensor(), dw = want_w ? Tensor::empty(ws.shape()) : Tensor();
-      // dx[n, in] = g[n, out] · w[out, in] (task 0); dw[out, in] = gᵀ[out, n] · x[n, in] (task 1).
-      const auto product = [&](int64_t task, const ThreadPool& pool) {
-        if (task == 0 && want_x) gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
-        if (task == 1 && want_w) weight_grad(g, xs, n, in, out, dw, pool);
-      };
-      run_gemm_pair(want_x && want_w, product);
-      Tensor db;
-      if (want_b) {  // db[out] = Σ_rows g
-        db = Tensor::zeros({out});
-        float* dbp = db.data<float>();
-        const float* gp = g.data<float>();
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t j = 0; j < out; ++j) dbp[j] += gp[r * out + j];
+      const ThreadPool& pool = current_context().pool;
+      // dhT[R, n] = scaling · bᵀ[R, out] · gᵀ: the gradient of a·txᵀ.
+      Tensor dht;
+      if (want_tx || want_ta) {
+        dht = Tensor::empty({r, n});
+        gemm_into(true, true, r, n, out, tbs, g, dht.data<float>(), 0.f, pool, s);
       }
-      return {dx, dw, db};
+      Tensor dx, dw, dta, dtb, dtx;
+      if (want_x) {  // dx = g · w, and + dhTᵀ · a when the term reads x itself
+        dx = Tensor::empty(xs.shape());
+        gemm_into(false, false, n, in, out, g, ws, dx.data<float>(), 0.f, pool);
+        if (shares) gemm_into(true, false, n, in, r, dht, tas, dx.data<float>(), 1.f, pool);
+      }
+      if (want_tx && !shares) {
+        dtx = Tensor::empty(txs.shape());
+        gemm_into(true, false, n, in, r, dht, tas, dtx.data<float>(), 0.f, pool);
+      }
+      if (want_w) {
+        dw = Tensor::empty(ws.shape());
+        weight_grad(g, xs, n, in, out, dw, pool);
+      }
+      if (want_ta) {  // da[R, in] = dhT · tx
+        dta = Tensor::empty(tas.shape());
+        gemm_into(false, false, r, in, n, dht, txs, dta.data<float>(), 0.f, pool);
+      }
+      if (want_tb) {  // dbᵀ[R, out] = hT · g, transposed into db[out, R]
+        const Tensor dtbt = Tensor::empty({r, out});
+        gemm_into(false, false, r, out, n, hts, g, dtbt.data<float>(), 0.f, pool);
+        dtb = Tensor::empty(tbs.shape());
+        transpose_into(dtbt.data<float>(), r, out, dtb.data<float>());
+      }
+      std::vector<Tensor> grads = {dx, dw, bias_grad(want_b, g, n, out), dta, dtb};
+      if (!shares) grads.push_back(dtx);
+      return grads;
     });
     return y;
+  }
+
+  // db[out] = Σ_rows g, or nothing.
+  static Tensor bias_grad(bool want, const Tensor& g, int64_t n, int64_t out) {
+    if (!want) return Tensor();
+    Tensor db = Tensor::zeros({out});
+    float* dbp = db.data<float>();
+    const float* gp = g.data<float>();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < out; ++j) dbp[j] += gp[r * out + j];
+    return db;
   }
 };
 
@@ -138,17 +234,29 @@ Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
   return job.finish();
 }
 
+Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b, const LowRankTerm& term) {
+  check_linear_args(x_in, w, b);
+  LinearJob job(x_in, x_in.contiguous(), w, b, &term);
+  job.compute(current_context().pool);
+  return job.finish();
+}
+
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x_in, const Tensor& w0, const Tensor& w1, const Tensor& b0,
-                                      const Tensor& b1) {
+                                      const Tensor& b1, const LowRankTerm* t0, const LowRankTerm* t1) {
   check_linear_args(x_in, w0, b0);
   check_linear_args(x_in, w1, b1);
   const Tensor x = x_in.contiguous();
-  LinearJob j0(x_in, x, w0, b0), j1(x_in, x, w1, b1);
+  LinearJob j0(x_in, x, w0, b0, t0), j1(x_in, x, w1, b1, t1);
   // Side by side only when the two GEMMs are equal (else one thread would idle part of the time).
-  run_gemm_pair(w0.shape() == w1.shape(), [&](int64_t task, const ThreadPool& pool) {
-    (task == 0 ? j0 : j1).compute(pool);
-  });
+  const bool equal = w0.shape() == w1.shape() && (t0 == nullptr) == (t1 == nullptr) &&
+                     (!t0 || t0->a.size(0) == t1->a.size(0));
+  run_gemm_pair(equal, [&](int64_t task, const ThreadPool& pool) { (task == 0 ? j0 : j1).compute(pool); });
   return {j0.finish(), j1.finish()};
+}
+
+std::pair<Tensor, Tensor> linear_pair(const Tensor& x_in, const Tensor& w0, const Tensor& w1, const Tensor& b0,
+                                      const Tensor& b1) {
+  return linear_pair(x_in, w0, w1, b0, b1, nullptr, nullptr);
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {

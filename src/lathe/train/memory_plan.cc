@@ -41,8 +41,8 @@ int64_t memory_plan_layer_bytes(const MemoryPlanLayer& l, bool bf16) {
       break;
     case MlpKind::kCount: break;
   }
-  // LoRA on a Linear (nn/lora.cc): the scaled x·Aᵀ [R] (B's linear saves it); the base output and the
-  // delta feed only their add and are freed; with dropout also the dropped input and its mask [in].
+  // LoRA on a Linear (ops/linear.cc's low-rank term): the scaled x·Aᵀ [R]; the product with B is added
+  // into the output by the GEMM (no delta tensor); with dropout also the dropped input and its mask [in].
   f += l.lora_rank + 2 * l.lora_dropout_in;
   int64_t bytes = 4 * f;
   if (bf16) {

@@ -383,7 +383,7 @@ void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Thr
   // Skinny M is decode: a few rows of x against weights read once. A transposed A with few rows is a weight
   // gradient instead (dA = dHᵀ·X of a rank-16 LoRA A, K = the batch's tokens), where the row-streaming
   // kernels ran at 20-30 GFLOP/s on Zen 5 and the blocked path at 140-250 (bench/gemm_bench lora8_*_dA).
-  if (g.m <= kGemvMaxM && !g.trans_a) return gemm_skinny(kern, g, pool);
+  if (g.m <= kGemvMaxM && !g.trans_a && (g.trans_b || g.m == 1)) return gemm_skinny(kern, g, pool);
   if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
     if (kern.dot_bf16) return gemm_blocked<TA, TB, uint32_t>(kern, kern.mr_bf16, kern.nr_bf16, kern.dot_bf16, g, pool);
   }
