@@ -174,8 +174,9 @@ std::vector<GemmShape> llama110m_shapes(int64_t batch) {
   return shapes;
 }
 
-// The six products of a LoRA adapter (rank r) on the same Linears at 8 * 256 tokens ("lora8_"): forward
-// h = x·Aᵀ and y += h·Bᵀ; backward dH = dY·B, dX += dH·A, dA = dHᵀ·X and dB = dYᵀ·H (A [r, in], B [out, r]).
+// The six products of a LoRA adapter (rank r) on the same Linears at 8 * 256 tokens ("lora8_"), in the
+// rank-major layout ops/linear.cc keeps (hT = scaling · A·Xᵀ [r, tokens]): forward hT = A·Xᵀ and
+// Y += hTᵀ·Bᵀ; backward dhT = Bᵀ·dYᵀ, dX += dhTᵀ·A, dA = dhT·X and dBᵀ = hT·dY (A [r, in], B [out, r]).
 std::vector<GemmShape> lora_shapes(int64_t rank) {
   const int64_t kTokens = 8 * 256, kC = 768, kF = 2048;
   struct Linear {
@@ -186,19 +187,12 @@ std::vector<GemmShape> lora_shapes(int64_t rank) {
   std::vector<GemmShape> shapes;
   for (const Linear& l : linears) {
     const std::string prefix = "lora8_r" + std::to_string(rank) + "_";
-    shapes.push_back({prefix + "fwdA_" + l.name, false, true, kTokens, rank, l.in});
-    shapes.push_back({prefix + "fwdB_" + l.name, false, true, kTokens, l.out, rank});
-    shapes.push_back({prefix + "dH_" + l.name, false, false, kTokens, rank, l.out});
-    shapes.push_back({prefix + "dX_" + l.name, false, false, kTokens, l.in, rank});
-    shapes.push_back({prefix + "dA_" + l.name, true, false, rank, l.in, kTokens});
-    shapes.push_back({prefix + "dB_" + l.name, true, false, l.out, rank, kTokens});
-    // with the rank-major layout hT [r, tokens]:
-    shapes.push_back({prefix + "T_fwdA_" + l.name, false, true, rank, kTokens, l.in});    // hT = A·xT
-    shapes.push_back({prefix + "T_fwdB_" + l.name, true, true, kTokens, l.out, rank});    // y += hTT·BT
-    shapes.push_back({prefix + "T_dH_" + l.name, true, true, rank, kTokens, l.out});      // dhT = BT·dYT
-    shapes.push_back({prefix + "T_dX_" + l.name, true, false, kTokens, l.in, rank});      // dX += dhTT·A
-    shapes.push_back({prefix + "T_dA_" + l.name, false, false, rank, l.in, kTokens});     // dA = dhT·X
-    shapes.push_back({prefix + "T_dBt_" + l.name, false, false, rank, l.out, kTokens});   // dBT = hT·dY
+    shapes.push_back({prefix + "fwdA_" + l.name, false, true, rank, kTokens, l.in});
+    shapes.push_back({prefix + "fwdB_" + l.name, true, true, kTokens, l.out, rank});
+    shapes.push_back({prefix + "dH_" + l.name, true, true, rank, kTokens, l.out});
+    shapes.push_back({prefix + "dX_" + l.name, true, false, kTokens, l.in, rank});
+    shapes.push_back({prefix + "dA_" + l.name, false, false, rank, l.in, kTokens});
+    shapes.push_back({prefix + "dB_" + l.name, false, false, rank, l.out, kTokens});
   }
   return shapes;
 }

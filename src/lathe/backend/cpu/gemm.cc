@@ -380,9 +380,10 @@ template <class TA, class TB>
 void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const ThreadPool& pool) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k <= 0 || g.alpha == 0.f) return scale_c(g.m, g.n, g.c, g.ldc, g.beta);
-  // Skinny M is decode: a few rows of x against weights read once. A transposed A with few rows is a weight
-  // gradient instead (dA = dHᵀ·X of a rank-16 LoRA A, K = the batch's tokens), where the row-streaming
-  // kernels ran at 20-30 GFLOP/s on Zen 5 and the blocked path at 140-250 (bench/gemm_bench lora8_*_dA).
+  // Skinny M is decode: a few rows of x against weights [N, K] read once (x·Wᵀ). Few rows against a
+  // row-major [K, N] operand, or a transposed A, are LoRA gradients instead (dA = dhT·X, dBᵀ = hT·dY,
+  // dhT = Bᵀ·dYᵀ at rank 16, K = the batch's tokens), where the row-streaming kernels ran at 20-30
+  // GFLOP/s on Zen 5 and the blocked path at 120-250 (bench/gemm_bench lora8_*).
   if (g.m <= kGemvMaxM && !g.trans_a && (g.trans_b || g.m == 1)) return gemm_skinny(kern, g, pool);
   if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
     if (kern.dot_bf16) return gemm_blocked<TA, TB, uint32_t>(kern, kern.mr_bf16, kern.nr_bf16, kern.dot_bf16, g, pool);
