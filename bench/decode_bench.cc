@@ -47,7 +47,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,6 +60,7 @@
 
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
+#include "lathe/base/memory_region.h"
 #include "lathe/infer/generate.h"
 #include "lathe/models/kv_cache_dtype.h"
 #include "lathe/models/model.h"
@@ -270,6 +273,34 @@ double weight_bytes_per_token(const Model& m) {
   return bytes;
 }
 
+// Where the matrices read per token sit (/proc/self/smaps): the mappings holding them, whether those are
+// advised for transparent huge pages (the model's arena: base/huge_page_arena.h) and how many of their
+// bytes are on 2 MiB pages (AnonHugePages), so a run shows the weights' page size next to its speed.
+void report_weight_pages(const std::string& label, const Model& m) {
+  std::map<uintptr_t, lathe::MemoryRegion> regions;
+  double bytes = 0;
+  bool found = true;
+  lathe::for_each_linear(m.weights(), [&](const lathe::Linear& l) {
+    bytes += static_cast<double>(l.weight.nbytes());
+    const std::optional<lathe::MemoryRegion> r = lathe::memory_region_of(l.weight.raw_data());
+    if (r) regions.emplace(r->begin, *r);
+    found = found && r.has_value();
+  });
+  if (!found) return;  // no smaps here
+  double huge = 0, mapped = 0;
+  bool advised = true;
+  for (const auto& [begin, r] : regions) {
+    huge += static_cast<double>(r.anon_huge_bytes);
+    mapped += static_cast<double>(r.end - r.begin);
+    advised = advised && r.huge_page_advised;
+  }
+  std::fprintf(stderr,
+               "decode_bench: %s matrices: %.1f MB in %zu mapping(s) of %.1f MB%s, %.1f MB of those on huge pages "
+               "(THP mode %s)\n",
+               label.c_str(), bytes / 1e6, regions.size(), mapped / 1e6, advised ? ", advised MADV_HUGEPAGE" : "",
+               huge / 1e6, lathe::transparent_huge_page_mode().c_str());
+}
+
 void register_probes(const std::shared_ptr<Probe>& probe, const std::vector<int>& threads, const char* when) {
   for (int n : threads) {
     benchmark::RegisterBenchmark(
@@ -314,7 +345,7 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
   }
   std::shared_ptr<Model> model;
   try {
-    model = Model::load(dir);  // weights keep their stored dtype (f32, bf16 or f16), mapped in place
+    model = Model::load(dir);  // weights keep their stored dtype (f32, bf16 or f16), in the huge-page arena
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_bench: skipping %s: cannot load %s: %s\n", label.c_str(), dir.c_str(), e.what());
     return;
@@ -322,6 +353,7 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
   const double wbytes = weight_bytes_per_token(*model);
   std::fprintf(stderr, "decode_bench: %s model from %s: %lld params, %.3f GB of weights read per token\n",
                label.c_str(), dir.c_str(), static_cast<long long>(model->n_params()), wbytes / 1e9);
+  report_weight_pages(label, *model);
   const int new_tokens = f.new_tokens;
   for (int B : f.batch) {
     std::mt19937 rng(42);  // prompt 0 is the same at every batch size

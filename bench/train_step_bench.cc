@@ -193,9 +193,8 @@ void register_model(const std::string& label, const std::string& dir, int64_t B,
   }
   std::shared_ptr<Model> model;
   try {
-    // Writable (an owned copy) only when AdamW updates the weights; a frozen LoRA base is read in place
-    // from the map (lora_params.h allows it; `lathe sft` copies it: the same resident bytes).
-    model = Model::load(dir, {.force_f32 = true, .writable = f.optimizer && f.lora_rank == 0});
+    // In the model's huge-page arena as `lathe pretrain` and `lathe sft` load it (a frozen LoRA base too).
+    model = Model::load(dir, {.force_f32 = true});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_step_bench: skipping %s: cannot load %s: %s\n", label.c_str(), dir.c_str(), e.what());
     return;

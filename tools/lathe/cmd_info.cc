@@ -24,7 +24,7 @@ int cmd_info(int argc, char** argv) {
     std::fputs(help_text(info_spec()).c_str(), stderr);
     return a.help() ? 0 : 2;
   }
-  auto m = Model::load(a.positional[0]);
+  auto m = Model::load(a.positional[0], {.map_in_place = true});  // reads shapes only
   const ModelConfig& c = m->config();
   std::map<std::string, int64_t> by_dtype;
   int64_t bytes = 0;
@@ -38,7 +38,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("dtypes       ");
   for (auto& [d, n] : by_dtype) std::printf(" %s: %lld", d.c_str(), static_cast<long long>(n));
   std::printf("\n");
-  std::printf("weights       %.2f MiB in memory (memory-mapped where stored as used)\n", bytes / 1048576.0);
+  std::printf("weights       %.2f MiB in memory (as generate and serve hold them)\n", bytes / 1048576.0);
   std::printf("shape         layers %lld, hidden %lld, heads %lld (kv %lld, dim %lld), ffn %lld, vocab %lld\n",
               static_cast<long long>(c.n_layers), static_cast<long long>(c.hidden), static_cast<long long>(c.n_heads),
               static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim), static_cast<long long>(c.ffn),

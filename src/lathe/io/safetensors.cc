@@ -232,6 +232,12 @@ Tensor CheckpointReader::tensor(const std::string& name) const {
   return files_[it->second].tensor(name);
 }
 
+const SafetensorsEntry& CheckpointReader::entry(const std::string& name) const {
+  auto it = where_.find(name);
+  LATHE_CHECK_ARG(it != where_.end(), "checkpoint has no tensor named '", name, "'");
+  return files_[it->second].entry(name);
+}
+
 const std::string& CheckpointReader::file_of(const std::string& name) const {
   auto it = where_.find(name);
   LATHE_CHECK_ARG(it != where_.end(), "checkpoint has no tensor named '", name, "'");

@@ -63,6 +63,7 @@ class CheckpointReader {
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return where_.count(name) != 0; }
   Tensor tensor(const std::string& name) const;
+  const SafetensorsEntry& entry(const std::string& name) const;  // dtype and shape, without touching data
   const std::string& file_of(const std::string& name) const;
   const std::vector<SafetensorsFile>& files() const { return files_; }
 

@@ -33,7 +33,7 @@ int merge_lora(const std::string& base_dir, const std::string& adapter_dir, cons
   LATHE_CHECK_ARG(!fs::exists(out_dir) || (fs::is_directory(out_dir) && fs::is_empty(out_dir)), out_dir,
                   ": exists and is not an empty folder (lathe merge writes a new folder)");
   NoGradGuard no_grad;
-  std::unique_ptr<Model> model = Model::load(base_dir);  // the module structure; weights stay mapped
+  std::unique_ptr<Model> model = Model::load(base_dir, {.map_in_place = true});  // the module structure only
   const LoraAdapters adapters = LoraAdapters::load(*model, adapter_dir);
   const CheckpointReader ckpt = CheckpointReader::open_dir(base_dir);
   const float s = adapters.config().scaling();

@@ -19,17 +19,19 @@ namespace lathe {
 
 struct LoadOptions {
   // Convert every weight to f32 (training, or to compare against f32 references). Otherwise 2-D
-  // weights keep their stored dtype (f32, bf16 or f16, used in place from the memory map; inference only:
-  // a 16-bit weight takes no gradient) and 1-D tensors (norms, biases) and MoE models' weights are widened
-  // to f32.
+  // weights keep their stored dtype (f32, bf16 or f16; inference only: a 16-bit weight takes no gradient)
+  // and 1-D tensors (norms, biases) and MoE models' weights are widened to f32.
   bool force_f32 = false;
-  // Copy every weight into owned memory instead of using the read-only map in place (training updates
-  // weights in place).
-  bool writable = false;
+  // Leave the weights that need no conversion on the checkpoint's read-only memory map (no copy, no extra
+  // memory) for a caller that reads few of them or each once (lathe info, merge). By default every
+  // weight is copied into the model's huge-page arena (base/huge_page_arena.h): writable, and a decode
+  // GEMV reading it takes no TLB miss per 4 KiB page-cache page.
+  bool map_in_place = false;
 };
 
 class Model {
  public:
+  // The weights live in one huge-page arena per model (models/model.cc: weight_arena_bytes).
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& opts = {});
   // A new f32 model from config.json text, initialised as the family's Hugging Face class initialises it:
   // matrices and embeddings ~ normal(0, initializer_range), GPT-2's residual projections (c_proj) scaled
@@ -63,7 +65,8 @@ class Model {
   std::vector<std::pair<std::string, Tensor>> gradients_by_name();
 
   // bf16 mixed-precision training (ForwardOptions::bf16): make_bf16_copies allocates a bf16 compute copy
-  // (Linear::bf16, 2 bytes/param) of every f32 Linear weight; round_bf16_copies must then fill them.
+  // (Linear::bf16, 2 bytes/param) of every f32 Linear weight, all in one huge-page arena as the weights;
+  // round_bf16_copies must then fill them.
   // drop_bf16_copies frees them. Norms, biases, embedding lookups and MoE weights get none.
   void make_bf16_copies();
   void drop_bf16_copies();

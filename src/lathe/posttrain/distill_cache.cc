@@ -26,8 +26,8 @@ DistillCacheResult write_distill_cache(train::TrainConfig cfg, const std::string
   ContextScope scope(ctx);
   // The data exactly as training reads it (the student's encoder, masks and rows): the student gives its config,
   // vocabulary and stop tokens; its weights are not used (a checkpoint is mapped in place).
-  const std::unique_ptr<Model> student =
-      cfg.model_base.empty() ? train::open_model(cfg, std::nullopt) : Model::load(cfg.model_base);
+  const std::unique_ptr<Model> student = cfg.model_base.empty() ? train::open_model(cfg, std::nullopt)
+                                                                 : Model::load(cfg.model_base, {.map_in_place = true});
   const std::unique_ptr<dist::Communicator> one = dist::make_single_process();
   SftObjective data(o.sft, 1);
   data.start({.model = *student, .comm = *one, .forward = {}, .note = note});

@@ -105,7 +105,7 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
                    cached_->cache().info().n_rows, " positions); ", loss));
     return;
   }
-  teacher_ = Model::load(opts_.teacher);  // frozen: no requires_grad, 16-bit weights used in place
+  teacher_ = Model::load(opts_.teacher);  // frozen: no requires_grad, 16-bit weights stay 16-bit
   check_teacher_vocab(s.model, *teacher_, opts_.teacher);
   s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); ", loss));
 }
@@ -125,7 +125,7 @@ train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
                        4 * (2 * rows * V + 2 * rows * info.k + N * C + (head_trains ? 3 * V * C : 0))});
     return m;
   }
-  // The teacher as loaded: 16-bit matrices stay 16-bit, used in place.
+  // The teacher as loaded: 16-bit matrices stay 16-bit.
   m.items.push_back({"teacher weights", train::memory_plan_weight_bytes(*teacher_)});
   // Its hidden states [N, C_teacher] (kept for the head) and, during its no-grad forward, about one layer's
   // tensors at a time.

@@ -1,6 +1,7 @@
 // Tensor: a shared handle to (storage, offset, shape, strides, dtype) plus its autograd slot.
-// Storage is reference counted and may be owned memory (64-byte aligned) or a read-only memory map of a
-// checkpoint, so weights are used in place. Views share storage; copies are explicit (clone()).
+// Storage is reference counted and may be owned memory (64-byte aligned, from the context's allocator or
+// a model's huge-page arena: arena_tensor.h) or a read-only memory map of a checkpoint (used in place).
+// Views share storage; copies are explicit (clone()).
 // Shapes are in PyTorch order, weights [out, in] (glossary: docs/architecture.md).
 #pragma once
 

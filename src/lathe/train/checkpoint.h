@@ -90,7 +90,7 @@ ResumePoint find_resume_checkpoint(const std::string& run_dir);
 std::optional<std::string> latest_checkpoint(const std::string& run_dir);
 
 // Restores the optimizer moments (of the elements `opt` owns: all, or a ZeRO-1 rank's range) and the
-// state; the weights are loaded by Model::load(dir, writable).
+// state; the weights are loaded by Model::load(dir, {.force_f32 = true}).
 TrainState load_checkpoint_state(const std::string& dir, AdamW& opt);
 
 // The files that make a checkpoint a complete Hugging Face folder, read now: tokenizer.json (from

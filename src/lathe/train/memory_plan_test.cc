@@ -31,7 +31,7 @@ int64_t item(const std::vector<MemoryPlanItem>& items, const std::string& name) 
 constexpr int64_t kB = 64, kT = 128, kN = kB * kT;
 
 std::unique_ptr<Model> fixture_llama() {
-  auto m = Model::load(testing::fixtures_root() + "/models/llama", {.force_f32 = true, .writable = true});
+  auto m = Model::load(testing::fixtures_root() + "/models/llama", {.force_f32 = true});
   m->set_requires_grad(true);
   return m;
 }

@@ -66,8 +66,8 @@ std::optional<std::string> resume_checkpoint(const std::string& run_dir, StartMo
 }
 
 std::unique_ptr<Model> open_model(const TrainConfig& cfg, const std::optional<std::string>& checkpoint) {
-  if (checkpoint) return Model::load(*checkpoint, {.force_f32 = true, .writable = true});
-  if (!cfg.model_base.empty()) return Model::load(cfg.model_base, {.force_f32 = true, .writable = true});
+  if (checkpoint) return Model::load(*checkpoint, {.force_f32 = true});
+  if (!cfg.model_base.empty()) return Model::load(cfg.model_base, {.force_f32 = true});
   return Model::create(cfg.model_config.dump(2), cfg.seed);
 }
 

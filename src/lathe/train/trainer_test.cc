@@ -134,7 +134,7 @@ TEST(Trainer, FailedCheckpointWriteKeepsThePreviousOne) {
   const auto before = latest_checkpoint(dir + "/run");
   ASSERT_TRUE(before.has_value());
   // A file-size limit below the model's size makes every large write fail, as a full disk does.
-  auto model = Model::load(*before, {.force_f32 = true, .writable = true});
+  auto model = Model::load(*before, {.force_f32 = true});
   std::vector<OptimParam> params;
   model->for_each_param(
       [&](const std::string&, Tensor& t, ParamRole, int) { params.push_back({"p" + std::to_string(params.size()), t, true}); });
