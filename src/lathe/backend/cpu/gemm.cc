@@ -384,7 +384,7 @@ void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Thr
   // row-major [K, N] operand, or a transposed A, are LoRA gradients instead (dA = dhT·X, dBᵀ = hT·dY,
   // dhT = Bᵀ·dYᵀ at rank 16, K = the batch's tokens), where the row-streaming kernels ran at 20-30
   // GFLOP/s on Zen 5 and the blocked path at 120-250 (bench/gemm_bench lora8_*).
-  if (g.m <= kGemvMaxM && !g.trans_a && (g.trans_b || g.m == 1)) return gemm_skinny(kern, g, pool);
+  if (g.m <= kGemvMaxM && !g.trans_a && g.trans_b) return gemm_skinny(kern, g, pool);
   if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
     if (kern.dot_bf16) return gemm_blocked<TA, TB, uint32_t>(kern, kern.mr_bf16, kern.nr_bf16, kern.dot_bf16, g, pool);
   }
