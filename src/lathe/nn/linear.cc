@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "lathe/autograd/node.h"
+#include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/error.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
@@ -13,6 +14,14 @@ namespace lathe {
 namespace {
 bool uses_bf16_copy(const Linear& l, const ForwardOptions& o) { return o.bf16 && l.bf16.defined(); }
 bool uses_lora(const Linear& l, const ForwardOptions& o) { return o.lora && l.lora.defined(); }
+
+// A bf16 weight multiplies bf16 inputs: the compute copy in bf16 training, and a bf16 checkpoint's own
+// weight where the CPU has a fast bf16 dot product (twice the f32 FMA rate: prefill and batched decode run
+// on it), as llama.cpp rounds activations to its weights' 16-bit type. Elsewhere f32 x meets the widened
+// bf16 weight exactly.
+bool rounds_input_to_bf16(const Linear& l, const ForwardOptions& o) {
+  return uses_bf16_copy(l, o) || (l.weight.dtype() == DType::kBF16 && cpu::gemm_has_fast_bf16_dot());
+}
 
 // y [N, out] += each run's served-adapter term on its rows of x [N, in]. Nothing to do (the common case:
 // no served adapters, or a Linear no adapter covers) costs two emptiness tests.
@@ -39,7 +48,7 @@ Tensor linear_weight(const Linear& l, const ForwardOptions& o) {
 }
 
 Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o) {
-  return uses_bf16_copy(l, o) && x.dtype() != DType::kBF16 ? to_bf16(x) : x;
+  return rounds_input_to_bf16(l, o) && x.dtype() != DType::kBF16 ? to_bf16(x) : x;
 }
 
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
@@ -51,7 +60,8 @@ Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 }
 
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
-  LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o), "[linear_pair] the two Linears are in different formats");
+  LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o) && rounds_input_to_bf16(a, o) == rounds_input_to_bf16(b, o),
+               "[linear_pair] the two Linears are in different formats");
   const Tensor xin = linear_input(x, a, o);
   const std::optional<LowRankTerm> ta = uses_lora(a, o) ? std::optional(lora_term(xin, a.lora, o)) : std::nullopt;
   const std::optional<LowRankTerm> tb = uses_lora(b, o) ? std::optional(lora_term(xin, b.lora, o)) : std::nullopt;

@@ -65,6 +65,8 @@ const char* gemm_isa() {
   return kNames[static_cast<int>(gemm_selected_isa())];
 }
 
+bool gemm_has_fast_bf16_dot() { return gemm_selected_isa() == GemmIsa::kAvx512Bf16; }
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------------

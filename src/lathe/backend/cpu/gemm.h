@@ -38,5 +38,8 @@ void gemm(const GemmArgs<bf16, bf16>& args, const ThreadPool& pool);
 
 // Which instruction tier the dispatcher picked ("avx512bf16", "avx512", "avx2", "scalar").
 const char* gemm_isa();
+// True when that tier multiplies bf16 x bf16 with a native dot product (vdpbf16ps, picked only where it
+// runs at twice the f32 FMA rate: AMD Zen 4/5), i.e. faster than f32 x widened bf16.
+bool gemm_has_fast_bf16_dot();
 
 }  // namespace lathe::cpu
