@@ -1,0 +1,196 @@
+// AVX-512 BF16 skinny-M (decode GEMV) kernel for bf16 x and bf16 W [N, K]: y[i, j] = alpha * x_i · W[j] +
+// beta * y[i, j] for m <= kGemvMaxM rows of x, by vdpbf16ps. A 64-byte load of a W row holds 16 (even, odd)
+// pairs along k and the same load of an x row the matching pairs, so one instruction adds 32 products into
+// 16 f32 lanes: twice the multiply-adds of an f32 FMA, with no widening of W nor f32 copy of x (what the
+// f32-x kernel of gemv_avx512.cc needs). The tiling follows that file's "nt" kernels (its header has the
+// measurements behind the prefetches and the K chunks):
+//  - m <= kPassMaxM: one pass over K with the m x R sums and x's step in registers (x takes one register per
+//    row here, not two), requesting the same line of the next R W rows into L1;
+//  - larger m: blocks of kJb W rows summed one K chunk at a time, so that x's chunk and the block's stay in
+//    L1 while every (4 x rows, 4 W rows) tile runs over them; partial sums round-trip through memory exactly.
+// Every output is one 16-lane accumulator over k in increasing 32-wide steps (the last one masked: lanes past
+// k load as zero in both x and W, so what lies past a row, even NaN, never enters), then reduced by
+// _mm512_reduce_add_ps: the result depends neither on m, nor on the tile shape, nor on [j0, j1).
+// vdpbf16ps treats bf16 subnormals as zero and flushes subnormal sums (DAZ/FTZ whatever MXCSR says), as the
+// blocked bf16 path (gemm_avx512.cc) does; products of normal bf16 are exact in f32.
+// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
+// (GCC PR 105593, fixed in 13); the warning is spurious.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "lathe/backend/cpu/gemm_internal.h"
+
+namespace lathe::cpu {
+namespace {
+
+constexpr int64_t kStep = 32;  // k per step: one 64-byte line of a bf16 row
+constexpr int kPassMaxM = 8;   // the one-pass path up to here, the tiled one above
+constexpr int kRows = 4;       // W rows per tile of the tiled path (x rows go kGemvGroup at a time)
+constexpr int kJb = 8;         // W rows per block of the tiled path
+// K chunk of the tiled path, a multiple of kStep: x's chunk (16 KiB at m = 16) and the block's (8 KiB) stay
+// in L1 while the groups of x rows run over them.
+constexpr int64_t kKc = 512;
+
+LATHE_AVX512_BF16 inline __mmask32 step_mask(int64_t valid) {  // the first `valid` (<= kStep) columns
+  return valid >= kStep ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << valid) - 1);
+}
+
+// An empty asm that "modifies" v, so that GCC keeps x's step in a register for all R rows of W instead of
+// reloading it from L1 as an operand of every vdpbf16ps (gemv_avx512.cc's keep_in_register, which measured
+// load-bound without it).
+LATHE_AVX512_BF16 inline void keep_in_register(__m512i& v) { __asm__("" : "+v"(v)); }
+
+LATHE_AVX512_BF16 inline void store_y(float* y, float v, float alpha, float beta) {
+  *y = beta == 0.f ? alpha * v : alpha * v + beta * *y;
+}
+
+// acc[i][r] += pair sums of x_i · W[row r] over one step: the columns of mask (both loads zero the others).
+// x rows ldx apart, W rows ldw apart, both at the step's column.
+template <int M, int R>
+LATHE_AVX512_BF16 inline void dot_step(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, __mmask32 mask,
+                                       __m512 (&acc)[M][R]) {
+  __m512i xv[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    xv[i] = _mm512_maskz_loadu_epi16(mask, x + i * ldx);
+    if constexpr (M * R + M + 1 <= 32) keep_in_register(xv[i]);  // the sums, x and one W line: 32 zmm
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * ldw);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], (__m512bh)xv[i], wv);
+  }
+}
+
+// m <= kPassMaxM: W rows [j, j + R) (wj) against all M rows of x in one pass over K, the sums in registers.
+// With prefetch, each step also requests the same line of the next R rows into L1, one tile ahead.
+template <int M, int R>
+LATHE_AVX512_BF16 void gemv_rows(int64_t k, const bf16* x, int64_t ldx, const bf16* wj, int64_t ldw, float* yj,
+                                 int64_t ldy, float alpha, float beta, bool prefetch) {
+  __m512 acc[M][R];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  const int64_t k_main = k / kStep * kStep;
+  int64_t p = 0;
+  if (prefetch) {
+    const bf16* ahead = wj + R * ldw;
+    for (; p < k_main; p += kStep) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
+      dot_step<M, R>(x + p, ldx, wj + p, ldw, step_mask(kStep), acc);
+    }
+  }
+  for (; p < k_main; p += kStep) dot_step<M, R>(x + p, ldx, wj + p, ldw, step_mask(kStep), acc);
+  if (k_main < k) dot_step<M, R>(x + k_main, ldx, wj + k_main, ldw, step_mask(k - k_main), acc);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) store_y(yj + i * ldy + r, _mm512_reduce_add_ps(acc[i][r]), alpha, beta);
+}
+
+// W rows per tile of the one-pass path: as many as keep M * R sums, M x vectors and a W line in the 32
+// registers (m = 8: 16 + 8 + 1).
+template <int M>
+constexpr int kPassRows = M <= 5 ? 4 : M <= 7 ? 3 : 2;
+
+template <int M>
+LATHE_AVX512_BF16 void gemv_nt_m(int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, int64_t j0,
+                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  constexpr int R = kPassRows<M>;
+  int64_t j = j0;
+  for (; j + R <= j1; j += R)
+    gemv_rows<M, R>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/j + 2 * R <= j1);
+  for (; j < j1; ++j) gemv_rows<M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
+}
+
+// Larger m. sums[i * kJb + r] (the G x R tile at the group's first x row and the tile's first W row) += lanes
+// of x_i · W[r] over k [p0, p1). With prefetch (the first group of x rows), each step also requests the same
+// line of the next block's rows (kJb rows on) into L2, so that DRAM keeps streaming while the other groups
+// run from L1.
+template <int G, int R>
+LATHE_AVX512_BF16 void gemv_tile(int64_t p0, int64_t p1, const bf16* x, int64_t ldx, const bf16* wj, int64_t ldw,
+                                 __m512* sums, bool prefetch) {
+  __m512 acc[G][R];
+#pragma GCC unroll 8
+  for (int i = 0; i < G; ++i)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
+  int64_t p = p0;
+  for (; p + kStep <= p1; p += kStep) {
+    if (prefetch) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wj + (kJb + r) * ldw + p), _MM_HINT_T1);
+    }
+    dot_step<G, R>(x + p, ldx, wj + p, ldw, step_mask(kStep), acc);
+  }
+  if (p < p1) dot_step<G, R>(x + p, ldx, wj + p, ldw, step_mask(p1 - p), acc);  // last, partial step of K
+#pragma GCC unroll 8
+  for (int i = 0; i < G; ++i)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) sums[i * kJb + r] = acc[i][r];
+}
+
+// All m rows of x against R W rows over one K chunk, kGemvGroup rows of x per tile.
+template <int R>
+LATHE_AVX512_BF16 void gemv_tiles(int m, int64_t p0, int64_t p1, const bf16* x, int64_t ldx, const bf16* wj,
+                                  int64_t ldw, __m512* sums, bool prefetch) {
+  for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
+    const bool pf = prefetch && i0 == 0;
+    const bf16* xg = x + i0 * ldx;
+    __m512* sg = sums + i0 * kJb;
+    switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
+      case 1: gemv_tile<1, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      case 2: gemv_tile<2, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      case 3: gemv_tile<3, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+      default: gemv_tile<4, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
+    }
+  }
+}
+
+LATHE_AVX512_BF16 void gemv_nt_tiled(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw,
+                                     int64_t j0, int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  __m512 sums[kGemvMaxM * kJb];  // [m][kJb] partial sums of one block of W rows
+  for (int64_t j = j0; j < j1; j += kJb) {
+    const int rows = static_cast<int>(j1 - j < kJb ? j1 - j : kJb);
+    const bool prefetch = j + 2 * kJb <= j1;  // the next block is whole
+    for (int i = 0; i < m * kJb; ++i) sums[i] = _mm512_setzero_ps();
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      const int64_t p1 = k - p0 < kKc ? k : p0 + kKc;
+      int r = 0;
+      for (; r + kRows <= rows; r += kRows)
+        gemv_tiles<kRows>(m, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, prefetch);
+      for (; r < rows; ++r) gemv_tiles<1>(m, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, false);
+    }
+    for (int i = 0; i < m; ++i)
+      for (int r = 0; r < rows; ++r) store_y(y + i * ldy + j + r, _mm512_reduce_add_ps(sums[i * kJb + r]), alpha, beta);
+  }
+}
+
+}  // namespace
+
+LATHE_AVX512_BF16 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w,
+                                                    int64_t ldw, int64_t j0, int64_t j1, float* y, int64_t ldy,
+                                                    float alpha, float beta) {
+  static_assert(kPassMaxM == 8, "one case per m of the one-pass path");
+  switch (m) {
+    case 1: return gemv_nt_m<1>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 2: return gemv_nt_m<2>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 3: return gemv_nt_m<3>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 4: return gemv_nt_m<4>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 5: return gemv_nt_m<5>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 6: return gemv_nt_m<6>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 7: return gemv_nt_m<7>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    case 8: return gemv_nt_m<8>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nt_tiled(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  }
+}
+
+}  // namespace lathe::cpu
