@@ -254,11 +254,13 @@ void register_all() {
                         Gemv{"N50257_K768", 50257, 768}, Gemv{"N8192_K2048", 8192, 2048}}) {
     for (int64_t m : {1, 2, 4, 5, 8, 12, 16, 24, 32}) {
       const std::string suffix = std::string(v.name) + "/M" + std::to_string(m);
-      benchmark::RegisterBenchmark(("BM_Decode_F32/" + suffix).c_str(),
-                                   [v, m](benchmark::State& st) { bench_gemv<float, float>(st, m, v.n, v.k, int64_t{256} << 20); })
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_F32/" + suffix).c_str(),
+          [v, m](benchmark::State& st) { bench_gemv<float, float>(st, m, v.n, v.k, int64_t{256} << 20); })
           ->Apply(threads);
-      benchmark::RegisterBenchmark(("BM_Decode_Bf16/" + suffix).c_str(),
-                                   [v, m](benchmark::State& st) { bench_gemv<float, bf16>(st, m, v.n, v.k, int64_t{256} << 20); })
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_Bf16/" + suffix).c_str(),
+          [v, m](benchmark::State& st) { bench_gemv<float, bf16>(st, m, v.n, v.k, int64_t{256} << 20); })
           ->Apply(threads);
       benchmark::RegisterBenchmark(
           ("BM_Decode_Bf16xBf16/" + suffix).c_str(),
