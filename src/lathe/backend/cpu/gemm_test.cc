@@ -248,8 +248,9 @@ TEST_P(GemmTierTest, Bf16xBf16DecodeDotKernel) {
 
 // A row's result does not depend on the other rows of the call (M = 1..kGemvMaxM, the decode path) nor on
 // the thread count: batched decode must give each sequence the logits, hence the tokens, it gets alone.
-// Bit for bit, on every dtype pair and both layouts of B; K and N cross the 16/32-wide steps, the 256-wide K
-// chunks and the 4- and 8-row blocks of W, unevenly.
+// Bit for bit, on every dtype pair; K and N cross the 16/32-wide steps, the 256-wide K chunks and the 4- and
+// 8-row blocks of W, unevenly. Decode's layout only (W [N, K]): since the skinny path serves a row-major B only
+// at M = 1 (gemm.cc), M >= 2 rows against it take the blocked path, whose K blocks sum in another order.
 template <class TA, class TB>
 void check_rows_independent(const GemmKernels& kern, bool trans_b, uint32_t seed) {
   constexpr int64_t kN = 70, kK = 777;
@@ -279,13 +280,10 @@ void check_rows_independent(const GemmKernels& kern, bool trans_b, uint32_t seed
 
 TEST_P(GemmTierTest, SkinnyRowsIndependentOfBatch) {
   uint32_t seed = 300;
-  for (bool trans_b : {true, false}) {
-    check_rows_independent<float, float>(kernels(), trans_b, seed++);
-    check_rows_independent<float, bf16>(kernels(), trans_b, seed++);
-    check_rows_independent<float, f16>(kernels(), trans_b, seed++);
-    check_rows_independent<bf16, bf16>(kernels(), trans_b, seed++);
-    if (HasFatalFailure()) return;
-  }
+  check_rows_independent<float, float>(kernels(), /*trans_b=*/true, seed++);
+  check_rows_independent<float, bf16>(kernels(), /*trans_b=*/true, seed++);
+  check_rows_independent<float, f16>(kernels(), /*trans_b=*/true, seed++);
+  check_rows_independent<bf16, bf16>(kernels(), /*trans_b=*/true, seed++);
 }
 
 // Paths that only large shapes take, on the fastest tier only (the reference takes ~1 s per product). Two
