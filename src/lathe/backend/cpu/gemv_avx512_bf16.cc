@@ -5,7 +5,7 @@
 // f32-x kernel of gemv_avx512.cc needs). The tiling follows that file's "nt" kernels (its header has the
 // measurements behind the prefetches and the K chunks):
 //  - m <= kPassMaxM: one pass over K with the m x R sums and x's step in registers (x takes one register per
-//    row here, not two), requesting the same line of the next R W rows into L1;
+//    row here, not two), requesting the same line of the W rows kAheadRows on into L1;
 //  - larger m: blocks of kJb W rows summed one K chunk at a time, so that x's chunk and the block's stay in
 //    L1 while every (4 x rows, 4 W rows) tile runs over them; partial sums round-trip through memory exactly.
 // Every output is one 16-lane accumulator over k in increasing 32-wide steps (the last one masked: lanes past
@@ -99,8 +99,14 @@ LATHE_AVX512_BF16 inline void dot_step(const bf16* x, int64_t ldx, const bf16* w
   }
 }
 
+// How far ahead the one-pass path prefetches: whole tiles, at least 4 rows (gemv_avx512.cc's distance at
+// R = 4). One tile of 2 rows ahead left m = 8 at ~75% of m = 4's weight bandwidth; two tiles ran 1.3-1.4x
+// faster at N = 768 and 2048, K = 768 on Zen 5 (noisy host, same run).
+template <int R>
+constexpr int kAheadRows = (4 + R - 1) / R * R;
+
 // m <= kPassMaxM: W rows [j, j + R) (wj) against all M rows of x in one pass over K, the sums in registers.
-// With prefetch, each step also requests the same line of the next R rows into L1, one tile ahead.
+// With prefetch, each step also requests the same line of the R rows kAheadRows<R> on into L1.
 template <int M, int R>
 LATHE_AVX512_BF16 void gemv_rows(int64_t k, const bf16* x, int64_t ldx, const bf16* wj, int64_t ldw, float* yj,
                                  int64_t ldy, float alpha, float beta, bool prefetch) {
@@ -112,7 +118,7 @@ LATHE_AVX512_BF16 void gemv_rows(int64_t k, const bf16* x, int64_t ldx, const bf
   const int64_t k_main = k / kStep * kStep;
   int64_t p = 0;
   if (prefetch) {
-    const bf16* ahead = wj + R * ldw;
+    const bf16* ahead = wj + kAheadRows<R> * ldw;
     for (; p < k_main; p += kStep) {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
@@ -138,7 +144,7 @@ LATHE_AVX512_BF16 void gemv_nt_m(int64_t k, const bf16* x, int64_t ldx, const bf
   constexpr int R = kPassRows<M>;
   int64_t j = j0;
   for (; j + R <= j1; j += R)
-    gemv_rows<M, R>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/j + 2 * R <= j1);
+    gemv_rows<M, R>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/j + kAheadRows<R> + R <= j1);
   for (; j < j1; ++j) gemv_rows<M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
 }
 
