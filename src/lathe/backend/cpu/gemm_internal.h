@@ -64,7 +64,7 @@ void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t 
                         float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX-512 BF16 tier's bf16 x bf16 "nt" kernel (gemv_avx512_bf16.cc): vdpbf16ps on 32-wide steps of
-// x and W rows, tiled like the AVX-512 "nt" kernels.
+// x and W rows, up to 8 rows of x per pass over W.
 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, int64_t j0,
                                  int64_t j1, float* y, int64_t ldy, float alpha, float beta);
 

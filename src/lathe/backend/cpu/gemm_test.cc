@@ -193,8 +193,8 @@ TEST_P(GemmTierTest, GemvKernels) {
 
 // bf16 x bf16 decode (x·Wᵀ) on the tiers with the vdpbf16ps kernel: m = 1..kGemvMaxM through the dispatcher
 // with 1 and 2 workers (N = 100 splits at K >= 768), odd K (a masked tail ending in a lone pair member),
-// K = 768 and 2048 (whole steps; 2048 spans the tiled path's K chunks), N edges of the 2-, 3- and 4-row and
-// 8-row blocks of W, beta 0 and 1, alpha != 1. The padding past k of every x and W row is NaN, so a tail
+// K = 768 and 2048 (whole steps; at 2048, m > 8 runs W in blocks of 64 rows), N edges of the 2-, 3- and 4-row
+// tiles, beta 0 and 1, alpha != 1. The padding past k of every x and W row is NaN, so a tail
 // lane that read it would poison the sum. Each result must also equal the kernel called directly, bit for
 // bit: a dispatcher that took the widening path instead would differ in the last bits.
 TEST_P(GemmTierTest, Bf16xBf16DecodeDotKernel) {

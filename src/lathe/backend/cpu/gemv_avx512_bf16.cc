@@ -2,12 +2,11 @@
 // beta * y[i, j] for m <= kGemvMaxM rows of x, by vdpbf16ps. A 64-byte load of a W row holds 16 (even, odd)
 // pairs along k and the same load of an x row the matching pairs, so one instruction adds 32 products into
 // 16 f32 lanes: twice the multiply-adds of an f32 FMA, with no widening of W nor f32 copy of x (what the
-// f32-x kernel of gemv_avx512.cc needs). The tiling follows that file's "nt" kernels (its header has the
-// measurements behind the prefetches and the K chunks):
+// f32-x kernel of gemv_avx512.cc needs). As there ("nt"; its header has the measurements behind the prefetch):
 //  - m <= kPassMaxM: one pass over K with the m x R sums and x's step in registers (x takes one register per
 //    row here, not two), requesting the same line of the W rows kAheadRows on into L1;
-//  - larger m: blocks of kJb W rows summed one K chunk at a time, so that x's chunk and the block's stay in
-//    L1 while every (4 x rows, 4 W rows) tile runs over them; partial sums round-trip through memory exactly.
+//  - larger m: that pass for the first kPassMaxM rows of x, then for the others, one block of W rows (about
+//    kBlockBytes) at a time, so that the second pass reads the block from L2.
 // Every output is one 16-lane accumulator over k in increasing 32-wide steps (the last one masked: lanes past
 // k load as zero in both x and W, so what lies past a row, even NaN, never enters), then reduced four at a
 // time by one fixed tree (reduce4) and scaled in a vector: the result depends neither on m, nor on the tile
@@ -23,6 +22,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
@@ -31,12 +31,11 @@ namespace lathe::cpu {
 namespace {
 
 constexpr int64_t kStep = 32;  // k per step: one 64-byte line of a bf16 row
-constexpr int kPassMaxM = 8;   // the one-pass path up to here, the tiled one above
-constexpr int kRows = 4;       // W rows per tile of the tiled path (x rows go kGemvGroup at a time)
-constexpr int kJb = 8;         // W rows per block of the tiled path
-// K chunk of the tiled path, a multiple of kStep: x's chunk (16 KiB at m = 16) and the block's (8 KiB) stay
-// in L1 while the groups of x rows run over them.
-constexpr int64_t kKc = 512;
+constexpr int kPassMaxM = 8;   // rows of x per pass over W: the m x R sums and x's step fill the registers
+// W bytes per block of two passes (m > kPassMaxM): a quarter of a 1 MiB L2. Against gemv_avx512.cc's K-chunked
+// 4 x 4 tiles, two passes ran m = 12 and 16 1.3-1.7x faster at N = 768 / 2048, K = 768 / 2048 on Zen 5 (same
+// run, noisy host); 128 KiB was slower, 512 KiB level.
+constexpr int64_t kBlockBytes = int64_t{256} << 10;
 
 LATHE_AVX512_BF16 inline __mmask32 step_mask(int64_t valid) {  // the first `valid` (<= kStep) columns
   return valid >= kStep ? ~__mmask32{0} : static_cast<__mmask32>((uint32_t{1} << valid) - 1);
@@ -148,80 +147,9 @@ LATHE_AVX512_BF16 void gemv_nt_m(int64_t k, const bf16* x, int64_t ldx, const bf
   for (; j < j1; ++j) gemv_rows<M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
 }
 
-// Larger m. sums[i * kJb + r] (the G x R tile at the group's first x row and the tile's first W row) += lanes
-// of x_i · W[r] over k [p0, p1). With prefetch (the first group of x rows), each step also requests the same
-// line of the next block's rows (kJb rows on) into L2, so that DRAM keeps streaming while the other groups
-// run from L1.
-template <int G, int R>
-LATHE_AVX512_BF16 void gemv_tile(int64_t p0, int64_t p1, const bf16* x, int64_t ldx, const bf16* wj, int64_t ldw,
-                                 __m512* sums, bool prefetch) {
-  __m512 acc[G][R];
-#pragma GCC unroll 8
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[i][r] = sums[i * kJb + r];
-  int64_t p = p0;
-  for (; p + kStep <= p1; p += kStep) {
-    if (prefetch) {
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(wj + (kJb + r) * ldw + p), _MM_HINT_T1);
-    }
-    dot_step<G, R>(x + p, ldx, wj + p, ldw, step_mask(kStep), acc);
-  }
-  if (p < p1) dot_step<G, R>(x + p, ldx, wj + p, ldw, step_mask(p1 - p), acc);  // last, partial step of K
-#pragma GCC unroll 8
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) sums[i * kJb + r] = acc[i][r];
-}
-
-// All m rows of x against R W rows over one K chunk, kGemvGroup rows of x per tile.
-template <int R>
-LATHE_AVX512_BF16 void gemv_tiles(int m, int64_t p0, int64_t p1, const bf16* x, int64_t ldx, const bf16* wj,
-                                  int64_t ldw, __m512* sums, bool prefetch) {
-  for (int i0 = 0; i0 < m; i0 += kGemvGroup) {
-    const bool pf = prefetch && i0 == 0;
-    const bf16* xg = x + i0 * ldx;
-    __m512* sg = sums + i0 * kJb;
-    switch (m - i0 < kGemvGroup ? m - i0 : kGemvGroup) {
-      case 1: gemv_tile<1, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
-      case 2: gemv_tile<2, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
-      case 3: gemv_tile<3, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
-      default: gemv_tile<4, R>(p0, p1, xg, ldx, wj, ldw, sg, pf); break;
-    }
-  }
-}
-
-LATHE_AVX512_BF16 void gemv_nt_tiled(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw,
-                                     int64_t j0, int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  __m512 sums[kGemvMaxM * kJb];  // [m][kJb] partial sums of one block of W rows
-  for (int64_t j = j0; j < j1; j += kJb) {
-    const int rows = static_cast<int>(j1 - j < kJb ? j1 - j : kJb);
-    const bool prefetch = j + 2 * kJb <= j1;  // the next block is whole
-    for (int i = 0; i < m * kJb; ++i) sums[i] = _mm512_setzero_ps();
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t p1 = k - p0 < kKc ? k : p0 + kKc;
-      int r = 0;
-      for (; r + kRows <= rows; r += kRows)
-        gemv_tiles<kRows>(m, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, prefetch);
-      for (; r < rows; ++r) gemv_tiles<1>(m, p0, p1, x, ldx, w + (j + r) * ldw, ldw, sums + r, false);
-    }
-    static_assert(kJb == 8, "two reduce4 per x row");
-    for (int i = 0; i < m; ++i) {
-      const __m512* si = sums + i * kJb;
-      alignas(32) float out[kJb];
-      _mm_store_ps(out, reduce4(si[0], si[1], si[2], si[3]));
-      _mm_store_ps(out + 4, reduce4(si[4], si[5], si[6], si[7]));
-      store_y(y + i * ldy + j, out, rows, alpha, beta);
-    }
-  }
-}
-
-}  // namespace
-
-LATHE_AVX512_BF16 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w,
-                                                    int64_t ldw, int64_t j0, int64_t j1, float* y, int64_t ldy,
-                                                    float alpha, float beta) {
+// One pass (m <= kPassMaxM) over W rows [j0, j1).
+LATHE_AVX512_BF16 void gemv_nt_pass(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw,
+                                    int64_t j0, int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   static_assert(kPassMaxM == 8, "one case per m of the one-pass path");
   switch (m) {
     case 1: return gemv_nt_m<1>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
@@ -231,8 +159,22 @@ LATHE_AVX512_BF16 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16*
     case 5: return gemv_nt_m<5>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 6: return gemv_nt_m<6>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 7: return gemv_nt_m<7>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
-    case 8: return gemv_nt_m<8>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
-    default: return gemv_nt_tiled(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nt_m<8>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  }
+}
+
+}  // namespace
+
+LATHE_AVX512_BF16 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w,
+                                                    int64_t ldw, int64_t j0, int64_t j1, float* y, int64_t ldy,
+                                                    float alpha, float beta) {
+  if (m <= kPassMaxM) return gemv_nt_pass(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  // Rows per block: whole 2-row tiles of the first pass, at least one.
+  const int64_t block_rows = std::max<int64_t>(2, kBlockBytes / (k * static_cast<int64_t>(sizeof(bf16))) / 2 * 2);
+  for (int64_t jb = j0; jb < j1; jb += block_rows) {
+    const int64_t je = std::min(j1, jb + block_rows);
+    gemv_nt_pass(kPassMaxM, k, x, ldx, w, ldw, jb, je, y, ldy, alpha, beta);
+    gemv_nt_pass(m - kPassMaxM, k, x + kPassMaxM * ldx, ldx, w, ldw, jb, je, y + kPassMaxM * ldy, ldy, alpha, beta);
   }
 }
 
