@@ -111,20 +111,20 @@ void bench_gemm(benchmark::State& st, const GemmShape& s) {
   st.SetLabel(lathe::cpu::gemm_isa());
 }
 
-// y[M, N] = x[M, K] · W^T with W [N, K] (a Linear weight): M decoding sequences. Weight copies rotate so
-// that the bytes read per call come from DRAM, not the (large) L3: at least `total_bytes` of weights in
+// y[M, N] = x[M, K] · W^T with W [N, K] (a Linear weight), x in TX: M decoding sequences. Weight copies rotate
+// so that the bytes read per call come from DRAM, not the (large) L3: at least `total_bytes` of weights in
 // all (copies of one random matrix: filling each with its own random numbers took seconds).
-template <class TW>
+template <class TX, class TW>
 void bench_gemv(benchmark::State& st, int64_t m, int64_t n, int64_t k, int64_t total_bytes) {
   const ThreadPool pool(static_cast<int>(st.range(0)));
   const int64_t w_bytes = n * k * static_cast<int64_t>(sizeof(TW));
   const int n_copies = static_cast<int>(std::max<int64_t>(1, total_bytes / w_bytes));
   std::vector<AlignedVector<TW>> ws(n_copies, random_vector<TW>(n * k, 10));
-  const auto x = random_vector<float>(m * k, 3);
+  const auto x = random_vector<TX>(m * k, 3);
   AlignedVector<float> y(m * n);
   int next = 0;
   for (auto _ : st) {
-    const GemmArgs<float, TW> g{.trans_b = true, .m = m, .n = n, .k = k, .a = x.data(), .lda = k,
+    const GemmArgs<TX, TW> g{.trans_b = true, .m = m, .n = n, .k = k, .a = x.data(), .lda = k,
                                 .b = ws[next].data(), .ldb = k, .c = y.data(), .ldc = n};
     lathe::cpu::gemm(g, pool);
     benchmark::DoNotOptimize(y.data());
@@ -239,25 +239,32 @@ void register_all() {
   for (const Gemv& v : {Gemv{"N8192_K2048", 8192, 2048}, Gemv{"N2048_K8192", 2048, 8192},
                         Gemv{"N128256_K2048", 128256, 2048}}) {
     benchmark::RegisterBenchmark((std::string("BM_Gemv_F32/") + v.name).c_str(),
-                                 [v](benchmark::State& st) { bench_gemv<float>(st, 1, v.n, v.k, int64_t{1} << 30); })
+                                 [v](benchmark::State& st) { bench_gemv<float, float>(st, 1, v.n, v.k, int64_t{1} << 30); })
         ->Apply(threads);
     benchmark::RegisterBenchmark((std::string("BM_Gemv_Bf16/") + v.name).c_str(),
-                                 [v](benchmark::State& st) { bench_gemv<bf16>(st, 1, v.n, v.k, int64_t{1} << 30); })
+                                 [v](benchmark::State& st) { bench_gemv<float, bf16>(st, 1, v.n, v.k, int64_t{1} << 30); })
         ->Apply(threads);
   }
   // Batched decode, M sequences: GPT-2 124M q/k/v-like [768 x 768], fc [3072 x 768], fc_proj [768 x 3072],
   // lm head [50257 x 768]; 110M up [2048 x 768] / down [768 x 2048]; Llama-1B [8192 x 2048]. 256 MiB of
-  // weight copies (over 5x this host's L3). Names: BM_Decode_<dtype>/N<n>_K<k>/M<m>/<threads>.
+  // weight copies (over 5x this host's L3). Names: BM_Decode_<dtype>/N<n>_K<k>/M<m>/<threads>; F32 and Bf16
+  // take f32 x, Bf16xBf16 bf16 x (the vdpbf16ps kernel on AVX-512 BF16) against the same bf16 weights.
   for (const Gemv& v : {Gemv{"N768_K768", 768, 768}, Gemv{"N3072_K768", 3072, 768}, Gemv{"N768_K3072", 768, 3072},
                         Gemv{"N2048_K768", 2048, 768}, Gemv{"N768_K2048", 768, 2048},
                         Gemv{"N50257_K768", 50257, 768}, Gemv{"N8192_K2048", 8192, 2048}}) {
     for (int64_t m : {1, 2, 4, 5, 8, 12, 16, 24, 32}) {
       const std::string suffix = std::string(v.name) + "/M" + std::to_string(m);
-      benchmark::RegisterBenchmark(("BM_Decode_F32/" + suffix).c_str(),
-                                   [v, m](benchmark::State& st) { bench_gemv<float>(st, m, v.n, v.k, int64_t{256} << 20); })
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_F32/" + suffix).c_str(),
+          [v, m](benchmark::State& st) { bench_gemv<float, float>(st, m, v.n, v.k, int64_t{256} << 20); })
           ->Apply(threads);
-      benchmark::RegisterBenchmark(("BM_Decode_Bf16/" + suffix).c_str(),
-                                   [v, m](benchmark::State& st) { bench_gemv<bf16>(st, m, v.n, v.k, int64_t{256} << 20); })
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_Bf16/" + suffix).c_str(),
+          [v, m](benchmark::State& st) { bench_gemv<float, bf16>(st, m, v.n, v.k, int64_t{256} << 20); })
+          ->Apply(threads);
+      benchmark::RegisterBenchmark(
+          ("BM_Decode_Bf16xBf16/" + suffix).c_str(),
+          [v, m](benchmark::State& st) { bench_gemv<bf16, bf16>(st, m, v.n, v.k, int64_t{256} << 20); })
           ->Apply(threads);
     }
   }

@@ -343,11 +343,32 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Skinny M (decode): x rows made contiguous f32, columns split over the workers.
+// Skinny M (decode): x rows made contiguous f32 (or, bf16 x bf16 with the dot kernel, taken as they are),
+// columns split over the workers.
+
+// fn(j0, j1) on one chunk of the n columns per worker, 64-column aligned so no two workers write one cache
+// line of y; one worker when the product is too small to pay for waking another.
+template <class Fn>
+void for_column_chunks(int64_t n, int64_t k, const ThreadPool& pool, const Fn& fn) {
+  const int n_workers = k * n < (int64_t{1} << 16) ? 1 : pool.n_threads();
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, (n + 63) / 64));
+  pool.parallel_for(chunks, [&](int64_t t, int) {
+    const int64_t blocks = (n + 63) / 64;
+    const int64_t j0 = std::min(n, blocks * t / chunks * 64), j1 = std::min(n, blocks * (t + 1) / chunks * 64);
+    if (j0 < j1) fn(j0, j1);
+  });
+}
 
 template <class TA, class TB>
 void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const ThreadPool& pool) {
   const int m = static_cast<int>(g.m);
+  if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
+    if (g.trans_b && kern.gemv_nt_dot_bf16) {
+      return for_column_chunks(g.n, g.k, pool, [&](int64_t j0, int64_t j1) {
+        kern.gemv_nt_dot_bf16(m, g.k, g.a, g.lda, g.b, g.ldb, j0, j1, g.c, g.ldc, g.alpha, g.beta);
+      });
+    }
+  }
   const float* x = nullptr;
   std::unique_ptr<float[]> x_copy;
   if constexpr (std::is_same_v<TA, float>) {
@@ -361,15 +382,8 @@ void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Threa
     x = x_copy.get();
   }
   const GemvFn<TB> fn = gemv_for<TB>(kern, g.trans_b);
-  // One chunk per worker, 64-column aligned so no two workers write one cache line of y.
-  const int64_t n = g.n;
-  const int n_workers = g.k * n < (int64_t{1} << 16) ? 1 : pool.n_threads();
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, (n + 63) / 64));
-  pool.parallel_for(chunks, [&](int64_t t, int) {
-    const int64_t blocks = (n + 63) / 64;
-    const int64_t j0 = std::min(n, blocks * t / chunks * 64), j1 = std::min(n, blocks * (t + 1) / chunks * 64);
-    if (j0 < j1) fn(m, g.k, x, g.b, g.ldb, j0, j1, g.c, g.ldc, g.alpha, g.beta);
-  });
+  for_column_chunks(g.n, g.k, pool,
+                    [&](int64_t j0, int64_t j1) { fn(m, g.k, x, g.b, g.ldb, j0, j1, g.c, g.ldc, g.alpha, g.beta); });
 }
 
 // C = beta * C (k == 0 or alpha == 0: no products to add).

@@ -1,6 +1,6 @@
 // AVX-512 micro-kernels of the CPU gemm: the f32 register-blocked tile (FMA), the bf16-pair tile
 // (vdpbf16ps, AVX-512 BF16) and the transposing packer. The skinny-M (decode GEMV) kernels live in
-// gemv_avx512.cc; packing and threading in gemm.cc.
+// gemv_avx512.cc (bf16 x bf16 on AVX-512 BF16: gemv_avx512_bf16.cc); packing and threading in gemm.cc.
 // Every function carries its target attribute, so this file is correct without -march=native; the
 // dispatcher calls it only when the CPU reports the ISA.
 // GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
@@ -221,6 +221,7 @@ const GemmKernels& gemm_kernels_avx512_bf16() {
     t.mr_bf16 = kMr;
     t.nr_bf16 = kNr;
     t.dot_bf16 = &micro_bf16;
+    t.gemv_nt_dot_bf16 = &gemv_nt_dot_bf16_avx512bf16;
     return t;
   }();
   return k;

@@ -42,6 +42,10 @@ using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t l
                         float* y, int64_t ldy, float alpha, float beta);
 inline constexpr int kGemvMaxM = 16;
 inline constexpr int kGemvGroup = 4;
+// The same "nt" product with x in bf16 too (a bf16 model's decode, its activations rounded to bf16), rows of
+// x ldx apart: pairs of both feed the bf16 dot instruction directly, no f32 copy of x and no widening of W.
+using GemvDotBf16Fn = void (*)(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, int64_t j0,
+                               int64_t j1, float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX-512 tier's skinny-M kernels (gemv_avx512.cc): "nt" sums 4 W rows at once with the next 4 rows
 // prefetched, one 64-byte line of each row per step (16 f32, 32 bf16 widened by shifts, or 32 f16 widened by
@@ -58,6 +62,11 @@ void gemv_nt_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t 
                         float* y, int64_t ldy, float alpha, float beta);
 void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
+
+// The AVX-512 BF16 tier's bf16 x bf16 "nt" kernel (gemv_avx512_bf16.cc): vdpbf16ps on 32-wide steps of
+// x and W rows, up to 8 rows of x per pass over W.
+void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, int64_t j0,
+                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX2 tier's skinny-M kernels (gemv_avx2.cc): 4 W rows summed at once with the next block of rows
 // prefetched, bf16 widened by shifts, f16 by vcvtph2ps; "nn" keeps a column chunk of the sums in L1.
@@ -88,6 +97,7 @@ struct GemmKernels {
   GemvFn<float> gemv_nt_f32, gemv_nn_f32;
   GemvFn<bf16> gemv_nt_bf16, gemv_nn_bf16;
   GemvFn<f16> gemv_nt_f16, gemv_nn_f16;
+  GemvDotBf16Fn gemv_nt_dot_bf16 = nullptr;  // nullptr: bf16 x goes to f32 and takes gemv_nt_bf16
   PackTransposeFn<float> pack_t_f32 = nullptr;  // nullptr: the portable loop in gemm.cc
   PackTransposeFn<bf16> pack_t_bf16 = nullptr;
   PackTransposeFn<f16> pack_t_f16 = nullptr;
