@@ -381,7 +381,7 @@ void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Threa
       for (int64_t p = 0; p < g.k; ++p) x_copy[i * g.k + p] = to_f32(a.at(i, p));
     x = x_copy.get();
   }
-  const GemvFn<TB> fn = gemv_for<TB>(kern, g.trans_b);
+  const GemvFn<TB> fn = gemv_for<TB>(kern);
   for_column_chunks(g.n, g.k, pool,
                     [&](int64_t j0, int64_t j1) { fn(m, g.k, x, g.b, g.ldb, j0, j1, g.c, g.ldc, g.alpha, g.beta); });
 }

@@ -173,9 +173,9 @@ LATHE_AVX2 void pack_transpose(const T* src, int64_t ld, int rows, int64_t kc, i
 
 const GemmKernels& gemm_kernels_avx2() {
   static const GemmKernels k{.isa = GemmIsa::kAvx2, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
-                             .gemv_nt_f32 = &gemv_nt_f32_avx2, .gemv_nn_f32 = &gemv_nn_f32_avx2,
-                             .gemv_nt_bf16 = &gemv_nt_bf16_avx2, .gemv_nn_bf16 = &gemv_nn_bf16_avx2,
-                             .gemv_nt_f16 = &gemv_nt_f16_avx2, .gemv_nn_f16 = &gemv_nn_f16_avx2,
+                             .gemv_nt_f32 = &gemv_nt_f32_avx2,
+                             .gemv_nt_bf16 = &gemv_nt_bf16_avx2,
+                             .gemv_nt_f16 = &gemv_nt_f16_avx2,
                              .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>,
                              .pack_t_f16 = &pack_transpose<f16>};
   return k;

@@ -32,7 +32,8 @@ using MicroKernelBf16 = void (*)(int64_t kc2, const uint32_t* a, const uint32_t*
 
 // Skinny-M paths (decode of up to kGemvMaxM sequences): W is read from memory once for all rows of x.
 // y[i, j] = alpha * sum_p x[i, p] * W(p, j) + beta * y[i, j] for i < m, j in [j0, j1);
-// x is [m, k] contiguous (ldx = k). "nt": W stored [N, K] (trans_b); "nn": W stored [K, N].
+// x is [m, k] contiguous (ldx = k), W stored [N, K] ("nt": x·Wᵀ, a Linear's layout; the only one decode
+// has, and the only one the dispatcher sends here).
 // The SIMD "nt" kernels take x in groups of rows per block of W rows (kGemvGroup on AVX-512, 2 on AVX2: the
 // accumulators of one group fill the registers; the block stays in L1/L2 for the next group). Every kernel sums each output
 // in an order that does not depend on m, so row i of a call with m rows equals the same row computed
@@ -49,18 +50,12 @@ using GemvDotBf16Fn = void (*)(int m, int64_t k, const bf16* x, int64_t ldx, con
 
 // The AVX-512 tier's skinny-M kernels (gemv_avx512.cc): "nt" sums 4 W rows at once with the next 4 rows
 // prefetched, one 64-byte line of each row per step (16 f32, 32 bf16 widened by shifts, or 32 f16 widened by
-// vcvtph2ps); "nn" keeps a column chunk of the sums in L1.
+// vcvtph2ps).
 void gemv_nt_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
-                        float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                          float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
-                         float* y, int64_t ldy, float alpha, float beta);
 void gemv_nt_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
-                        float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX-512 BF16 tier's bf16 x bf16 "nt" kernel (gemv_avx512_bf16.cc): vdpbf16ps on 32-wide steps of
@@ -69,18 +64,12 @@ void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16* x, int64_t ldx, c
                                  int64_t j1, float* y, int64_t ldy, float alpha, float beta);
 
 // The AVX2 tier's skinny-M kernels (gemv_avx2.cc): 4 W rows summed at once with the next block of rows
-// prefetched, bf16 widened by shifts, f16 by vcvtph2ps; "nn" keeps a column chunk of the sums in L1.
+// prefetched, bf16 widened by shifts, f16 by vcvtph2ps.
 void gemv_nt_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
-                      float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0, int64_t j1,
                       float* y, int64_t ldy, float alpha, float beta);
 void gemv_nt_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
                        float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0, int64_t j1,
-                       float* y, int64_t ldy, float alpha, float beta);
 void gemv_nt_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
-                      float* y, int64_t ldy, float alpha, float beta);
-void gemv_nn_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0, int64_t j1,
                       float* y, int64_t ldy, float alpha, float beta);
 
 // Transposing pack: dst[p * stride + r] = src[r * ld + p] for r < rows, p < kc, and 0 for rows <= r <
@@ -94,21 +83,21 @@ struct GemmKernels {
   MicroKernelF32 f32;
   int mr_bf16 = 0, nr_bf16 = 0;  // 0: no bf16 dot instruction; bf16 x bf16 widens to f32 then
   MicroKernelBf16 dot_bf16 = nullptr;
-  GemvFn<float> gemv_nt_f32, gemv_nn_f32;
-  GemvFn<bf16> gemv_nt_bf16, gemv_nn_bf16;
-  GemvFn<f16> gemv_nt_f16, gemv_nn_f16;
+  GemvFn<float> gemv_nt_f32;
+  GemvFn<bf16> gemv_nt_bf16;
+  GemvFn<f16> gemv_nt_f16;
   GemvDotBf16Fn gemv_nt_dot_bf16 = nullptr;  // nullptr: bf16 x goes to f32 and takes gemv_nt_bf16
   PackTransposeFn<float> pack_t_f32 = nullptr;  // nullptr: the portable loop in gemm.cc
   PackTransposeFn<bf16> pack_t_bf16 = nullptr;
   PackTransposeFn<f16> pack_t_f16 = nullptr;
 };
 
-// The tier's skinny-M kernel for weight type TW ("nt": W [N, K]; else W [K, N]).
+// The tier's skinny-M kernel for weight type TW (W [N, K]).
 template <class TW>
-GemvFn<TW> gemv_for(const GemmKernels& kern, bool nt) {
-  if constexpr (std::is_same_v<TW, float>) return nt ? kern.gemv_nt_f32 : kern.gemv_nn_f32;
-  else if constexpr (std::is_same_v<TW, bf16>) return nt ? kern.gemv_nt_bf16 : kern.gemv_nn_bf16;
-  else return nt ? kern.gemv_nt_f16 : kern.gemv_nn_f16;
+GemvFn<TW> gemv_for(const GemmKernels& kern) {
+  if constexpr (std::is_same_v<TW, float>) return kern.gemv_nt_f32;
+  else if constexpr (std::is_same_v<TW, bf16>) return kern.gemv_nt_bf16;
+  else return kern.gemv_nt_f16;
 }
 
 // Per-tier tables (defined in gemm_<isa>.cc); the AVX ones are only valid where the CPU has the ISA.

@@ -38,26 +38,12 @@ void gemv_nt(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t
     }
 }
 
-template <class TW>
-void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
-             int64_t ldy, float alpha, float beta) {
-  for (int i = 0; i < m; ++i) {
-    float* yi = y + i * ldy;
-    for (int64_t j = j0; j < j1; ++j) yi[j] = beta == 0.f ? 0.f : beta * yi[j];
-    for (int64_t p = 0; p < k; ++p) {
-      const float s = alpha * x[i * k + p];
-      for (int64_t j = j0; j < j1; ++j) yi[j] += s * to_f32(w[p * ldw + j]);
-    }
-  }
-}
-
 }  // namespace
 
 const GemmKernels& gemm_kernels_scalar() {
   static const GemmKernels k{.isa = GemmIsa::kScalar, .mr = kMr, .nr = kNr, .f32 = &micro_f32,
-                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nn_f32 = &gemv_nn<float>,
-                             .gemv_nt_bf16 = &gemv_nt<bf16>, .gemv_nn_bf16 = &gemv_nn<bf16>,
-                             .gemv_nt_f16 = &gemv_nt<f16>, .gemv_nn_f16 = &gemv_nn<f16>};
+                             .gemv_nt_f32 = &gemv_nt<float>, .gemv_nt_bf16 = &gemv_nt<bf16>,
+                             .gemv_nt_f16 = &gemv_nt<f16>};
   return k;
 }
 

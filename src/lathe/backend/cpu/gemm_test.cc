@@ -142,20 +142,20 @@ TEST_P(GemmTierTest, F32xF16) { run_all<float, f16>(true); }
 TEST_P(GemmTierTest, Bf16xBf16) { run_all<bf16, bf16>(true); }
 
 // The skinny-M kernels called directly: M = 1..kGemvMaxM, K around the 16/32-wide vector blocks (odd K leaves a
-// masked tail), N not a multiple of the 4-row groups, a padded ldw, both layouts (nt: W [N, K], nn:
-// W [K, N]), and a column range [j0, j1) inside [0, N): outside it y must stay untouched.
+// masked tail), N not a multiple of the 4-row groups, a padded ldw, W [N, K] (the layout the dispatcher sends
+// them), and a column range [j0, j1) inside [0, N): outside it y must stay untouched.
 template <class TW>
-void check_gemv(const GemmKernels& kern, bool nt, int m, int64_t n, int64_t k, int64_t pad, int64_t j0, int64_t j1,
+void check_gemv(const GemmKernels& kern, int m, int64_t n, int64_t k, int64_t pad, int64_t j0, int64_t j1,
                 float alpha, float beta, uint32_t seed) {
   std::mt19937 rng(seed);
-  const int64_t ldw = (nt ? k : n) + pad, ldy = n + 3;
+  const int64_t ldw = k + pad, ldy = n + 3;
   const auto x = random_matrix<float>(m, k, rng);
-  const auto w = random_matrix<TW>(nt ? n : k, ldw, rng);
+  const auto w = random_matrix<TW>(n, ldw, rng);
   std::vector<float> y = random_matrix<float>(m, ldy, rng);
   std::vector<float> expect = y;
-  ref::gemm(false, nt, m, n, k, alpha, x.data(), k, w.data(), ldw, beta, expect.data(), ldy,
+  ref::gemm(false, true, m, n, k, alpha, x.data(), k, w.data(), ldw, beta, expect.data(), ldy,
             [](auto v) { return to_float(v); });
-  const GemvFn<TW> fn = gemv_for<TW>(kern, nt);
+  const GemvFn<TW> fn = gemv_for<TW>(kern);
   const std::vector<float> before = y;
   fn(m, k, x.data(), w.data(), ldw, j0, j1, y.data(), ldy, alpha, beta);
   // f32 products of exact inputs summed in f32 in any order: same bound as check() above.
@@ -170,25 +170,24 @@ void check_gemv(const GemmKernels& kern, bool nt, int m, int64_t n, int64_t k, i
       }
       const double want = expect[i * ldy + j];
       ASSERT_LE(std::fabs(got - want), tol_prod + 2 * eps * std::fabs(want) + 1e-30)
-          << "at (" << i << ", " << j << ") nt=" << nt << " m=" << m << " n=" << n << " k=" << k << " pad=" << pad
+          << "at (" << i << ", " << j << ") m=" << m << " n=" << n << " k=" << k << " pad=" << pad
           << " j=[" << j0 << ", " << j1 << ") beta=" << beta;
     }
 }
 
 TEST_P(GemmTierTest, GemvKernels) {
   uint32_t seed = 100;
-  for (bool nt : {true, false})
-    for (int m = 1; m <= kGemvMaxM; ++m)
-      for (int64_t k : {1, 15, 31, 32, 33, 64, 95, 517, 2049})
-        for (int64_t n : {1, 5, 11, 37})
-          for (int64_t pad : {0, 7}) {
-            const int64_t j0 = n > 2 ? 1 : 0, j1 = n > 2 ? n - 1 : n;  // an inner range, not group aligned
-            const float beta = (seed & 1) ? 0.f : 0.5f;
-            check_gemv<float>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
-            check_gemv<bf16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
-            check_gemv<f16>(kernels(), nt, m, n, k, pad, j0, j1, 1.5f, beta, seed++);
-            if (HasFatalFailure()) return;
-          }
+  for (int m = 1; m <= kGemvMaxM; ++m)
+    for (int64_t k : {1, 15, 31, 32, 33, 64, 95, 517, 2049})
+      for (int64_t n : {1, 5, 11, 37})
+        for (int64_t pad : {0, 7}) {
+          const int64_t j0 = n > 2 ? 1 : 0, j1 = n > 2 ? n - 1 : n;  // an inner range, not group aligned
+          const float beta = (seed & 1) ? 0.f : 0.5f;
+          check_gemv<float>(kernels(), m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+          check_gemv<bf16>(kernels(), m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+          check_gemv<f16>(kernels(), m, n, k, pad, j0, j1, 1.5f, beta, seed++);
+          if (HasFatalFailure()) return;
+        }
 }
 
 // bf16 x bf16 decode (x·Wᵀ) on the tiers with the vdpbf16ps kernel: m = 1..kGemvMaxM through the dispatcher

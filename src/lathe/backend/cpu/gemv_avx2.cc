@@ -200,37 +200,6 @@ void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
       }
 }
 
-// W [K, N]: sums for a column chunk (at most 16 KiB) stay in L1 while W rows stream contiguously. Each sum
-// adds its products in p order, so the chunk width does not change results.
-
-template <class TW>
-LATHE_AVX2 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                        float* y, int64_t ldy, float alpha, float beta) {
-  constexpr int64_t kSums = 4096;
-  const int64_t chunk = m <= 4 ? 1024 : kSums / m / 8 * 8;
-  alignas(32) float sums[kSums];
-  for (int64_t c0 = j0; c0 < j1; c0 += chunk) {
-    const int64_t nc = j1 - c0 < chunk ? j1 - c0 : chunk, nc_main = nc & ~int64_t{7};
-    for (int i = 0; i < m; ++i)
-      for (int64_t v = 0; v < nc; ++v) sums[i * chunk + v] = 0.f;
-    for (int64_t p = 0; p < k; ++p) {
-      const TW* wr = w + p * ldw + c0;
-      for (int i = 0; i < m; ++i) {
-        float* si = sums + i * chunk;
-        const __m256 xv = _mm256_set1_ps(x[i * k + p]);
-        for (int64_t v = 0; v < nc_main; v += 8)
-          _mm256_store_ps(si + v, _mm256_fmadd_ps(xv, avx2::load_f32x8(wr + v), _mm256_load_ps(si + v)));
-        for (int64_t v = nc_main; v < nc; ++v) si[v] += x[i * k + p] * avx2::widen(wr[v]);
-      }
-    }
-    for (int i = 0; i < m; ++i)
-      for (int64_t v = 0; v < nc; ++v) {
-        float& out = y[i * ldy + c0 + v];
-        out = beta == 0.f ? alpha * sums[i * chunk + v] : alpha * sums[i * chunk + v] + beta * out;
-      }
-  }
-}
-
 }  // namespace
 
 LATHE_AVX2 void gemv_nt_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
@@ -255,21 +224,6 @@ LATHE_AVX2 void gemv_nt_bf16_avx2(int m, int64_t k, const float* x, const bf16* 
 LATHE_AVX2 void gemv_nt_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
                                  int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nt_blocks<f16>(m, k, x, k, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX2 void gemv_nn_f32_avx2(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
-                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<float>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX2 void gemv_nn_bf16_avx2(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
-                                  int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<bf16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX2 void gemv_nn_f16_avx2(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
-                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<f16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace lathe::cpu

@@ -253,50 +253,6 @@ void deinterleave_x(int m, int64_t k, int64_t kp, const float* x, float* xd) {
       }
 }
 
-// ---- W [K, N] ("nn"): y[:, cols] += x[:, p] * W[p, cols] over p, with a column chunk of the sums kept in
-// an L1 buffer (at most 16 KiB) so each W row is read as one contiguous run (the hardware prefetcher
-// follows it). Each sum adds its products in p order, so the chunk width does not change results.
-
-template <class TW, int M>
-LATHE_AVX512 void gemv_nn_m(int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1, float* y,
-                            int64_t ldy, float alpha, float beta) {
-  constexpr int64_t kChunk = M <= 4 ? 1024 : 4096 / M / 16 * 16;
-  alignas(64) float sums[M][kChunk];
-  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
-    const int64_t nc = j1 - c0 < kChunk ? j1 - c0 : kChunk;
-    for (int i = 0; i < M; ++i)
-      for (int64_t v = 0; v < nc; v += 16) _mm512_store_ps(&sums[i][v], _mm512_setzero_ps());
-    for (int64_t p = 0; p < k; ++p) {
-      __m512 xv[M];
-      for (int i = 0; i < M; ++i) xv[i] = _mm512_set1_ps(x[i * k + p]);
-      const TW* wr = w + p * ldw + c0;
-      for (int64_t v = 0; v < nc; v += 16) {
-        const int rem = static_cast<int>(nc - v);
-        const __mmask16 mask = rem >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
-        const __m512 wv = avx512::load_f32x16(wr + v, mask);
-        for (int i = 0; i < M; ++i)
-          _mm512_store_ps(&sums[i][v], _mm512_fmadd_ps(xv[i], wv, _mm512_load_ps(&sums[i][v])));
-      }
-    }
-    for (int i = 0; i < M; ++i)
-      for (int64_t v = 0; v < nc; ++v) store_y(y + i * ldy + c0 + v, sums[i][v], alpha, beta);
-  }
-}
-
-template <class TW, std::size_t... I>
-constexpr auto make_gemv_nn_table(std::index_sequence<I...>) {
-  return std::array<void (*)(int64_t, const float*, const TW*, int64_t, int64_t, int64_t, float*, int64_t, float,
-                             float),
-                    sizeof...(I)>{&gemv_nn_m<TW, static_cast<int>(I) + 1>...};
-}
-
-template <class TW>
-LATHE_AVX512 void gemv_nn(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
-                          float* y, int64_t ldy, float alpha, float beta) {
-  static constexpr auto kTable = make_gemv_nn_table<TW>(std::make_index_sequence<kGemvMaxM>());
-  kTable[m - 1](k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
 }  // namespace
 
 LATHE_AVX512 void gemv_nt_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
@@ -323,21 +279,6 @@ LATHE_AVX512 void gemv_nt_bf16_avx512(int m, int64_t k, const float* x, const bf
 LATHE_AVX512 void gemv_nt_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
                                      int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
   gemv_nt<f16>(m, k, x, k, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX512 void gemv_nn_f32_avx512(int m, int64_t k, const float* x, const float* w, int64_t ldw, int64_t j0,
-                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<float>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX512 void gemv_nn_bf16_avx512(int m, int64_t k, const float* x, const bf16* w, int64_t ldw, int64_t j0,
-                                      int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<bf16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
-}
-
-LATHE_AVX512 void gemv_nn_f16_avx512(int m, int64_t k, const float* x, const f16* w, int64_t ldw, int64_t j0,
-                                     int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
-  gemv_nn<f16>(m, k, x, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 }  // namespace lathe::cpu
