@@ -252,7 +252,7 @@ void register_all() {
   for (const Gemv& v : {Gemv{"N768_K768", 768, 768}, Gemv{"N3072_K768", 3072, 768}, Gemv{"N768_K3072", 768, 3072},
                         Gemv{"N2048_K768", 2048, 768}, Gemv{"N768_K2048", 768, 2048},
                         Gemv{"N50257_K768", 50257, 768}, Gemv{"N8192_K2048", 8192, 2048}}) {
-    for (int64_t m : {1, 2, 4, 5, 8, 12, 16, 24, 32}) {
+    for (int64_t m : {1, 2, 4, 5, 8, 12, 16, 24, 32, 48, 64}) {
       const std::string suffix = std::string(v.name) + "/M" + std::to_string(m);
       benchmark::RegisterBenchmark(
           ("BM_Decode_F32/" + suffix).c_str(),

@@ -144,11 +144,18 @@ void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t w
   }
 }
 
+// Whether rows [r0, ..) of a stored bf16 matrix, from k = p0 on, can be packed as pairs by the tier's f32
+// transposing packer: a row's pair (k even, k odd) is then one aligned u32 the packer moves as it is. Needs
+// whole pairs (kc even) at 4-byte boundaries (ld and p0 even, x 4-byte aligned).
+inline bool pairs_are_words(const bf16* x, int64_t ld, int64_t p0, int64_t kc) {
+  return kc % 2 == 0 && ld % 2 == 0 && p0 % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0;
+}
+
 // Packed element: f32, or a u32 holding the bf16 pair (k even, k odd) for vdpbf16ps.
 // pack_a: rows [i0, i0+mc) x k [p0, p0+kc) of op(A) into ceil(mc/MR) micro-panels of [kcp][MR].
 template <class TA, class PackT>
 void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, PackTransposeFn<TA> pack_t,
-            PackT* dst) {
+            PackTransposeFn<float> pack_pairs, PackT* dst) {
   constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
   const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
   if constexpr (!kPairs) {
@@ -160,6 +167,11 @@ void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
     PackT* d = dst + panel * kcp * mr;
     const int64_t r0 = i0 + panel * mr, rows = std::min<int64_t>(mr, i0 + mc - r0);
     if constexpr (kPairs) {
+      if (pack_pairs && !a.trans && pairs_are_words(a.x, a.ld, p0, kc)) {
+        pack_pairs(reinterpret_cast<const float*>(a.x + r0 * a.ld + p0), a.ld / 2, static_cast<int>(rows), kcp, mr,
+                   reinterpret_cast<float*>(d));
+        continue;
+      }
       for (int i = 0; i < mr; ++i)
         for (int64_t q = 0; q < kcp; ++q) {
           uint32_t lo = 0, hi = 0;
@@ -188,7 +200,7 @@ void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
 // (bf16 pairs: [kcp][NR][2]); columns past nc are zero so the kernel needs no column edge in its loop.
 template <class TB, class PackT>
 void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int nr, PackTransposeFn<TB> pack_t,
-            PackT* dst) {
+            PackTransposeFn<float> pack_pairs, PackT* dst) {
   constexpr bool kPairs = std::is_same_v<PackT, uint32_t>;
   const int64_t kcp = kPairs ? (kc + 1) / 2 : kc;
   if constexpr (!kPairs) {
@@ -198,6 +210,11 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
     PackT* d = dst + panel * kcp * nr;
     const int64_t c0 = j0 + panel * nr, cols = std::min<int64_t>(nr, j0 + nc - c0);
     if constexpr (kPairs) {
+      if (pack_pairs && b.trans && pairs_are_words(b.x, b.ld, p0, kc)) {  // W [N, K]: a Linear's weight
+        pack_pairs(reinterpret_cast<const float*>(b.x + c0 * b.ld + p0), b.ld / 2, static_cast<int>(cols), kcp, nr,
+                   reinterpret_cast<float*>(d));
+        continue;
+      }
       uint16_t* h = reinterpret_cast<uint16_t*>(d);
       for (int64_t q = 0; q < kcp; ++q)
         for (int j = 0; j < nr; ++j) {
@@ -272,6 +289,7 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
   const int64_t m = g.m, n = g.n, k = g.k;
   const PackTransposeFn<TA> pack_ta = kPairs ? nullptr : pack_t_for<TA>(kern);
   const PackTransposeFn<TB> pack_tb = kPairs ? nullptr : pack_t_for<TB>(kern);
+  const PackTransposeFn<float> pack_pairs = kPairs ? kern.pack_t_f32 : nullptr;  // bf16 pairs moved as u32 words
   const int64_t row_panels = (m + mr - 1) / mr, n_panels = (n + nr - 1) / nr;
   const GemmBlocking blk = gemm_blocking_for(cache_info(), mr, nr);
 
@@ -323,10 +341,10 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
       for (int64_t p0 = 0; p0 < k; p0 += kc_blk) {
         const int64_t kc = std::min(kc_blk, k - p0), kcp = packed_k(kc);
         const float beta = p0 == 0 ? g.beta : 1.f;  // later K blocks accumulate onto the first
-        pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, pack_ta, a_pack);
+        pack_a<TA, PackT>(a, i0, mc, p0, kc, mr, pack_ta, pack_pairs, a_pack);
         for (int64_t j0 = n0; j0 < n1; j0 += chunk_cols) {
           const int64_t nc = std::min(chunk_cols, n1 - j0);
-          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, b_pack);
+          pack_b<TB, PackT>(b, p0, kc, j0, nc, nr, pack_tb, pack_pairs, b_pack);
           for (int64_t ip = 0; ip < a_panels; ++ip) {
             const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ip * mr));
             float* crow = g.c + (i0 + ip * mr) * g.ldc;
@@ -400,7 +418,12 @@ void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Thr
   // row-major [K, N] operand, or a transposed A, are LoRA gradients instead (dA = dhT·X, dBᵀ = hT·dY,
   // dhT = Bᵀ·dYᵀ at rank 16, K = the batch's tokens), where the row-streaming kernels ran at 20-30
   // GFLOP/s on Zen 5 and the blocked path at 120-250 (bench/gemm_bench lora8_*).
-  if (g.m <= kGemvMaxM && !g.trans_a && g.trans_b) return gemm_skinny(kern, g, pool);
+  if (!g.trans_a && g.trans_b) {
+    if (g.m <= kGemvMaxM) return gemm_skinny(kern, g, pool);
+    if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
+      if (kern.gemv_nt_dot_bf16 && g.m <= kGemvDotMaxM) return gemm_skinny(kern, g, pool);
+    }
+  }
   if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
     if (kern.dot_bf16) return gemm_blocked<TA, TB, uint32_t>(kern, kern.mr_bf16, kern.nr_bf16, kern.dot_bf16, g, pool);
   }

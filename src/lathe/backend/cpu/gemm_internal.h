@@ -42,6 +42,12 @@ template <class TW>
 using GemvFn = void (*)(int m, int64_t k, const float* x, const TW* w, int64_t ldw, int64_t j0, int64_t j1,
                         float* y, int64_t ldy, float alpha, float beta);
 inline constexpr int kGemvMaxM = 16;
+// The bf16 x bf16 dot kernel below runs 8 rows of x per pass over a block of W held in L2, so it reads W
+// from memory once for up to this many rows, without the blocked path's packing of all of W (which cost as
+// much as the products at M = 33: a 32-token prompt after a cached prefix). Against the blocked path on
+// Zen 5 (gemm_bench BM_Decode_Bf16xBf16, K 768 / 2048): 1.15-1.35x at M = 24 and 32, 1.0-1.1x at 48, even
+// at 64.
+inline constexpr int kGemvDotMaxM = 48;
 inline constexpr int kGemvGroup = 4;
 // The same "nt" product with x in bf16 too (a bf16 model's decode, its activations rounded to bf16), rows of
 // x ldx apart: pairs of both feed the bf16 dot instruction directly, no f32 copy of x and no widening of W.

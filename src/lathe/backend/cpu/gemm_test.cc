@@ -190,7 +190,7 @@ TEST_P(GemmTierTest, GemvKernels) {
         }
 }
 
-// bf16 x bf16 decode (x·Wᵀ) on the tiers with the vdpbf16ps kernel: m = 1..kGemvMaxM through the dispatcher
+// bf16 x bf16 decode (x·Wᵀ) on the tiers with the vdpbf16ps kernel: m = 1..kGemvDotMaxM through the dispatcher
 // with 1 and 2 workers (N = 100 splits at K >= 768), odd K (a masked tail ending in a lone pair member),
 // K = 768 and 2048 (whole steps; at 2048, m > 8 runs W in blocks of 64 rows), N edges of the 2-, 3- and 4-row
 // tiles, beta 0 and 1, alpha != 1. The padding past k of every x and W row is NaN, so a tail
@@ -204,7 +204,7 @@ TEST_P(GemmTierTest, Bf16xBf16DecodeDotKernel) {
   uint32_t seed = 500;
   for (int64_t k : {1, 31, 33, 767, 768, 2048})
     for (int64_t n : {1, 17, 100})
-      for (int m = 1; m <= kGemvMaxM; ++m)
+      for (int m = 1; m <= kGemvDotMaxM; ++m)
         for (float beta : {0.f, 1.f})
           for (int n_threads : {1, 2}) {
             std::mt19937 rng(seed++);

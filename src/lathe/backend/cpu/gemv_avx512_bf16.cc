@@ -1,12 +1,12 @@
 // AVX-512 BF16 skinny-M (decode GEMV) kernel for bf16 x and bf16 W [N, K]: y[i, j] = alpha * x_i · W[j] +
-// beta * y[i, j] for m <= kGemvMaxM rows of x, by vdpbf16ps. A 64-byte load of a W row holds 16 (even, odd)
+// beta * y[i, j] for m <= kGemvDotMaxM rows of x, by vdpbf16ps. A 64-byte load of a W row holds 16 (even, odd)
 // pairs along k and the same load of an x row the matching pairs, so one instruction adds 32 products into
 // 16 f32 lanes: twice the multiply-adds of an f32 FMA, with no widening of W nor f32 copy of x (what the
 // f32-x kernel of gemv_avx512.cc needs). As there ("nt"; its header has the measurements behind the prefetch):
 //  - m <= kPassMaxM: one pass over K with the m x R sums and x's step in registers (x takes one register per
 //    row here, not two), requesting the same line of the W rows kAheadRows on into L1;
-//  - larger m: that pass for the first kPassMaxM rows of x, then for the others, one block of W rows (about
-//    kBlockBytes) at a time, so that the second pass reads the block from L2.
+//  - larger m: that pass for each kPassMaxM rows of x in turn, one block of W rows (about kBlockBytes) at a
+//    time, so that every pass but the first reads the block from L2: W comes from memory once, and no packing.
 // Every output is one 16-lane accumulator over k in increasing 32-wide steps (the last one masked: lanes past
 // k load as zero in both x and W, so what lies past a row, even NaN, never enters), then reduced four at a
 // time by one fixed tree (reduce4) and scaled in a vector: the result depends neither on m, nor on the tile
@@ -173,8 +173,8 @@ LATHE_AVX512_BF16 void gemv_nt_dot_bf16_avx512bf16(int m, int64_t k, const bf16*
   const int64_t block_rows = std::max<int64_t>(2, kBlockBytes / (k * static_cast<int64_t>(sizeof(bf16))) / 2 * 2);
   for (int64_t jb = j0; jb < j1; jb += block_rows) {
     const int64_t je = std::min(j1, jb + block_rows);
-    gemv_nt_pass(kPassMaxM, k, x, ldx, w, ldw, jb, je, y, ldy, alpha, beta);
-    gemv_nt_pass(m - kPassMaxM, k, x + kPassMaxM * ldx, ldx, w, ldw, jb, je, y + kPassMaxM * ldy, ldy, alpha, beta);
+    for (int i0 = 0; i0 < m; i0 += kPassMaxM)  // after the first pass the block comes from L2
+      gemv_nt_pass(std::min(kPassMaxM, m - i0), k, x + i0 * ldx, ldx, w, ldw, jb, je, y + i0 * ldy, ldy, alpha, beta);
   }
 }
 
