@@ -2,12 +2,7 @@
 // accumulators) and the transposing packer; the skinny-M kernels are in gemv_avx2.cc. CMakeLists.txt
 // compiles this file without AVX-512 (16 ymm registers, VEX encodings only), so LATHE_CPU=avx2 measures
 // what an AVX2 CPU runs. Packing and threading are shared with the other tiers (gemm.cc).
-// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as maybe-uninitialized once inlined
-// (GCC PR 105593, fixed in 13); the warning is spurious.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "lathe/backend/cpu/simd_intrinsics.h"
 
 #include <array>
 #include <cstdint>

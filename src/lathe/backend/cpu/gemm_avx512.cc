@@ -3,13 +3,7 @@
 // gemv_avx512.cc (bf16 x bf16 on AVX-512 BF16: gemv_avx512_bf16.cc); packing and threading in gemm.cc.
 // Every function carries its target attribute, so this file is correct without -march=native; the
 // dispatcher calls it only when the CPU reports the ISA.
-// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
-// (GCC PR 105593, fixed in 13); the warning is spurious.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
+#include "lathe/backend/cpu/simd_intrinsics.h"
 
 #include <array>
 #include <cstdint>

@@ -16,13 +16,7 @@
 // Every "nt" output is one 16-lane accumulator summed over k in increasing steps (the last one masked),
 // then reduced by _mm512_reduce_add_ps: the result does not depend on m, on the tile shape nor on [j0, j1).
 // Products and sums stay in f32 (bf16 -> f32 and f16 -> f32 are exact).
-// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
-// (GCC PR 105593, fixed in 13); the warning is spurious.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
+#include "lathe/backend/cpu/simd_intrinsics.h"
 
 #include <array>
 #include <cstdint>

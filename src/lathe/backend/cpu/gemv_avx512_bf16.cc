@@ -14,13 +14,7 @@
 // store per output cost about a third as much again.
 // vdpbf16ps treats bf16 subnormals as zero and flushes subnormal sums (DAZ/FTZ whatever MXCSR says), as the
 // blocked bf16 path (gemm_avx512.cc) does; products of normal bf16 are exact in f32.
-// GCC 12 flags the intrinsics' internal _mm512_undefined_*() as (maybe-)uninitialized once inlined
-// (GCC PR 105593, fixed in 13); the warning is spurious.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
+#include "lathe/backend/cpu/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>
