@@ -34,6 +34,12 @@ void gemm_into(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   }
 }
 
+// dst[cols, rows] = srcᵀ of a row-major src [rows, cols].
+void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
 // dw[out, in] = gᵀ[out, n] · x[n, in]. With few input features (a LoRA B [out, r]) the product is formed
 // as dwᵀ[in, out] = xᵀ · g and transposed: its output is then [r, out] wide rows, not [out, r] columns of
 // r, which left most of the blocked kernel's 32-column tiles empty and packed all of g transposed.
@@ -44,10 +50,7 @@ void weight_grad(const Tensor& g, const Tensor& x, int64_t n, int64_t in, int64_
     return gemm_into(true, false, out, in, n, g, x, dw.data<float>(), 0.f, pool);
   const Tensor dwt = Tensor::empty({in, out});  // from the context's allocator, like every other buffer here
   gemm_into(true, false, in, out, n, x, g, dwt.data<float>(), 0.f, pool);
-  const float* t = dwt.data<float>();
-  float* d = dw.data<float>();
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t i = 0; i < in; ++i) d[o * in + i] = t[i * out + o];
+  transpose_into(dwt.data<float>(), in, out, dw.data<float>());
 }
 
 }  // namespace
@@ -65,12 +68,6 @@ void check_linear_args(const Tensor& x_in, const Tensor& w, const Tensor& b) {
                   " does not match weight [out, in] = ", shape_str(w.shape()));
   LATHE_CHECK_ARG(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.dtype() == DType::kF32),
                   "[linear] bias must be f32 [", w.size(0), "], got ", b.defined() ? shape_str(b.shape()) : "");
-}
-
-// dst[cols, rows] = srcᵀ of a row-major src [rows, cols].
-void transpose_into(const float* src, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t c = 0; c < cols; ++c)
-    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
 }
 
 void check_low_rank_term(const Tensor& x, const Tensor& w, const LowRankTerm& t) {
@@ -227,18 +224,19 @@ struct LinearJob {
 
 }  // namespace
 
-Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) {
+namespace {
+Tensor run_linear(const Tensor& x_in, const Tensor& w, const Tensor& b, const LowRankTerm* term) {
   check_linear_args(x_in, w, b);
-  LinearJob job(x_in, x_in.contiguous(), w, b);
+  LinearJob job(x_in, x_in.contiguous(), w, b, term);
   job.compute(current_context().pool);
   return job.finish();
 }
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b) { return run_linear(x_in, w, b, nullptr); }
 
 Tensor linear(const Tensor& x_in, const Tensor& w, const Tensor& b, const LowRankTerm& term) {
-  check_linear_args(x_in, w, b);
-  LinearJob job(x_in, x_in.contiguous(), w, b, &term);
-  job.compute(current_context().pool);
-  return job.finish();
+  return run_linear(x_in, w, b, &term);
 }
 
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x_in, const Tensor& w0, const Tensor& w1, const Tensor& b0,

@@ -144,11 +144,21 @@ void pack_rows(const OpView<T>& v, int64_t p0, int64_t kc, int64_t c0, int64_t w
   }
 }
 
-// Whether rows [r0, ..) of a stored bf16 matrix, from k = p0 on, can be packed as pairs by the tier's f32
-// transposing packer: a row's pair (k even, k odd) is then one aligned u32 the packer moves as it is. Needs
-// whole pairs (kc even) at 4-byte boundaries (ld and p0 even, x 4-byte aligned).
-inline bool pairs_are_words(const bf16* x, int64_t ld, int64_t p0, int64_t kc) {
-  return kc % 2 == 0 && ld % 2 == 0 && p0 % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0;
+// Packs `rows` stored rows of a bf16 matrix (row r at x + (r0 + r) * ld, k = p0 .. p0 + kc contiguous) as
+// bf16 pairs [kcp][stride] with the tier's f32 transposing packer: a row's pair (k even, k odd) is one
+// aligned u32 that the packer moves as it is. Returns false, packing nothing, when the pairs are not whole
+// words at 4-byte boundaries (kc, ld or p0 odd, x not 4-byte aligned) or the tier has no such packer.
+template <class T>
+bool pack_pairs_as_words(const T* x, int64_t ld, int64_t r0, int rows, int64_t p0, int64_t kc, int stride,
+                         PackTransposeFn<float> pack_pairs, uint32_t* dst) {
+  if constexpr (!std::is_same_v<T, bf16>) {
+    return false;
+  } else {
+    if (!pack_pairs || kc % 2 || ld % 2 || p0 % 2 || reinterpret_cast<uintptr_t>(x) % 4) return false;
+    pack_pairs(reinterpret_cast<const float*>(x + r0 * ld + p0), ld / 2, rows, kc / 2, stride,
+               reinterpret_cast<float*>(dst));
+    return true;
+  }
 }
 
 // Packed element: f32, or a u32 holding the bf16 pair (k even, k odd) for vdpbf16ps.
@@ -167,11 +177,7 @@ void pack_a(const OpView<TA>& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
     PackT* d = dst + panel * kcp * mr;
     const int64_t r0 = i0 + panel * mr, rows = std::min<int64_t>(mr, i0 + mc - r0);
     if constexpr (kPairs) {
-      if (pack_pairs && !a.trans && pairs_are_words(a.x, a.ld, p0, kc)) {
-        pack_pairs(reinterpret_cast<const float*>(a.x + r0 * a.ld + p0), a.ld / 2, static_cast<int>(rows), kcp, mr,
-                   reinterpret_cast<float*>(d));
-        continue;
-      }
+      if (!a.trans && pack_pairs_as_words(a.x, a.ld, r0, static_cast<int>(rows), p0, kc, mr, pack_pairs, d)) continue;
       for (int i = 0; i < mr; ++i)
         for (int64_t q = 0; q < kcp; ++q) {
           uint32_t lo = 0, hi = 0;
@@ -210,11 +216,8 @@ void pack_b(const OpView<TB>& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
     PackT* d = dst + panel * kcp * nr;
     const int64_t c0 = j0 + panel * nr, cols = std::min<int64_t>(nr, j0 + nc - c0);
     if constexpr (kPairs) {
-      if (pack_pairs && b.trans && pairs_are_words(b.x, b.ld, p0, kc)) {  // W [N, K]: a Linear's weight
-        pack_pairs(reinterpret_cast<const float*>(b.x + c0 * b.ld + p0), b.ld / 2, static_cast<int>(cols), kcp, nr,
-                   reinterpret_cast<float*>(d));
-        continue;
-      }
+      // W [N, K] (a Linear's weight): each column's k run is a stored row.
+      if (b.trans && pack_pairs_as_words(b.x, b.ld, c0, static_cast<int>(cols), p0, kc, nr, pack_pairs, d)) continue;
       uint16_t* h = reinterpret_cast<uint16_t*>(d);
       for (int64_t q = 0; q < kcp; ++q)
         for (int j = 0; j < nr; ++j) {
