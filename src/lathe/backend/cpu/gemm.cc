@@ -423,6 +423,9 @@ void gemm_dispatch(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const Thr
   // GFLOP/s on Zen 5 and the blocked path at 120-250 (bench/gemm_bench lora8_*).
   if (!g.trans_a && g.trans_b) {
     if (g.m <= kGemvMaxM) return gemm_skinny(kern, g, pool);
+    if constexpr (!std::is_same_v<TB, bf16>) {
+      if (kern.gemv_passes && g.m <= kGemvPassMaxM && g.k <= kGemvPassMaxK) return gemm_skinny(kern, g, pool);
+    }
     if constexpr (std::is_same_v<TA, bf16> && std::is_same_v<TB, bf16>) {
       if (kern.gemv_nt_dot_bf16 && g.m <= kGemvDotMaxM) return gemm_skinny(kern, g, pool);
     }

@@ -203,6 +203,7 @@ const GemmKernels& gemm_kernels_avx512() {
                              .gemv_nt_f32 = &gemv_nt_f32_avx512,
                              .gemv_nt_bf16 = &gemv_nt_bf16_avx512,
                              .gemv_nt_f16 = &gemv_nt_f16_avx512,
+                             .gemv_passes = true,
                              .pack_t_f32 = &pack_transpose<float>, .pack_t_bf16 = &pack_transpose<bf16>,
                              .pack_t_f16 = &pack_transpose<f16>};
   return k;

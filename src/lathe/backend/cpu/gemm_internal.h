@@ -49,6 +49,11 @@ inline constexpr int kGemvMaxM = 16;
 // at 64.
 inline constexpr int kGemvDotMaxM = 48;
 inline constexpr int kGemvGroup = 4;
+// f32 and f16 W on the AVX-512 tiers (gemv_avx512.cc's multi-pass path): up to kGemvPassMaxM rows of x go to
+// the skinny kernel when k <= kGemvPassMaxK, where 8 rows of x fit in L1 beside the W lines; 1.1-1.7x the
+// tiled and blocked paths for m 8-48 at K 768 on Zen 5, level at 48 (gemv_avx512.cc).
+inline constexpr int kGemvPassMaxM = 48;
+inline constexpr int64_t kGemvPassMaxK = 1024;
 // The same "nt" product with x in bf16 too (a bf16 model's decode, its activations rounded to bf16), rows of
 // x ldx apart: pairs of both feed the bf16 dot instruction directly, no f32 copy of x and no widening of W.
 using GemvDotBf16Fn = void (*)(int m, int64_t k, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, int64_t j0,
@@ -93,6 +98,7 @@ struct GemmKernels {
   GemvFn<bf16> gemv_nt_bf16;
   GemvFn<f16> gemv_nt_f16;
   GemvDotBf16Fn gemv_nt_dot_bf16 = nullptr;  // nullptr: bf16 x goes to f32 and takes gemv_nt_bf16
+  bool gemv_passes = false;  // gemv_nt_f32 / _f16 take up to kGemvPassMaxM rows when k <= kGemvPassMaxK
   PackTransposeFn<float> pack_t_f32 = nullptr;  // nullptr: the portable loop in gemm.cc
   PackTransposeFn<bf16> pack_t_bf16 = nullptr;
   PackTransposeFn<f16> pack_t_f16 = nullptr;

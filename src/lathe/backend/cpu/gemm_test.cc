@@ -188,6 +188,18 @@ TEST_P(GemmTierTest, GemvKernels) {
           check_gemv<f16>(kernels(), m, n, k, pad, j0, j1, 1.5f, beta, seed++);
           if (HasFatalFailure()) return;
         }
+  // The multi-pass path of f32 and f16 W: m past kGemvMaxM up to kGemvPassMaxM where k <= kGemvPassMaxK, N = 300
+  // at K = 1024 crossing its 64-row blocks of W, passes of 8 rows plus a partial one.
+  if (!kernels().gemv_passes) return;
+  for (int m : {9, 16, 17, 23, 32, 41, kGemvPassMaxM})
+    for (int64_t k : {int64_t{1}, int64_t{33}, int64_t{517}, kGemvPassMaxK})
+      for (int64_t n : {5, 37, 300}) {
+        const int64_t j0 = 1, j1 = n - 1;
+        const float beta = (seed & 1) ? 0.f : 0.5f;
+        check_gemv<float>(kernels(), m, n, k, 3, j0, j1, 1.5f, beta, seed++);
+        check_gemv<f16>(kernels(), m, n, k, 3, j0, j1, 1.5f, beta, seed++);
+        if (HasFatalFailure()) return;
+      }
 }
 
 // bf16 x bf16 decode (x·Wᵀ) on the tiers with the vdpbf16ps kernel: m = 1..kGemvDotMaxM through the dispatcher
@@ -245,7 +257,8 @@ TEST_P(GemmTierTest, Bf16xBf16DecodeDotKernel) {
           }
 }
 
-// A row's result does not depend on the other rows of the call (M = 1..kGemvMaxM, the decode path) nor on
+// A row's result does not depend on the other rows of the call (M = 1..kGemvMaxM, the decode path, and up to
+// kGemvPassMaxM for f32 / f16 W where the tier's passes take them) nor on
 // the thread count: batched decode must give each sequence the logits, hence the tokens, it gets alone.
 // Bit for bit, on every dtype pair; K and N cross the 16/32-wide steps, the 256-wide K chunks and the 4- and
 // 8-row blocks of W, unevenly. Decode's layout only (W [N, K]): since the skinny path serves a row-major B only
@@ -253,8 +266,11 @@ TEST_P(GemmTierTest, Bf16xBf16DecodeDotKernel) {
 template <class TA, class TB>
 void check_rows_independent(const GemmKernels& kern, bool trans_b, uint32_t seed) {
   constexpr int64_t kN = 70, kK = 777;
+  // f32 and f16 W at this K take the skinny kernel up to kGemvPassMaxM rows where the tier has the passes.
+  const int64_t max_m =
+      !std::is_same_v<TB, bf16> && kern.gemv_passes && kK <= kGemvPassMaxK ? kGemvPassMaxM : kGemvMaxM;
   std::mt19937 rng(seed);
-  const auto a = random_matrix<TA>(kGemvMaxM, kK, rng);
+  const auto a = random_matrix<TA>(max_m, kK, rng);
   const auto b = random_matrix<TB>(trans_b ? kN : kK, trans_b ? kK : kN, rng);
   const auto run = [&](int64_t m, int64_t row, int n_threads) {
     std::vector<float> c(static_cast<size_t>(m * kN));
@@ -266,8 +282,8 @@ void check_rows_independent(const GemmKernels& kern, bool trans_b, uint32_t seed
     return c;
   };
   std::vector<std::vector<float>> alone;
-  for (int64_t i = 0; i < kGemvMaxM; ++i) alone.push_back(run(1, i, 1));
-  for (int64_t m = 1; m <= kGemvMaxM; ++m)
+  for (int64_t i = 0; i < max_m; ++i) alone.push_back(run(1, i, 1));
+  for (int64_t m = 1; m <= max_m; ++m)
     for (int n_threads : {1, 2}) {
       const std::vector<float> c = run(m, 0, n_threads);
       for (int64_t i = 0; i < m; ++i)

@@ -1,5 +1,5 @@
 // AVX-512 skinny-M (decode GEMV) kernels: y[i, j] = alpha * x_i · W(:, j) + beta * y[i, j] for
-// m <= kGemvMaxM rows of x. Decode is bound by how fast W streams from DRAM, so:
+// m <= kGemvMaxM rows of x (kGemvPassMaxM for f32 / f16 W with k <= kGemvPassMaxK). Decode is bound by how fast W streams from DRAM, so:
 //  - "nt" (W [N, K], a Linear weight) sums 4 W rows at once and prefetches the next 4 rows into L1 while
 //    it does: rows of Llama shapes are 3-8 KiB (about a page each), where the hardware prefetcher
 //    restarts on every row and leaves too few lines in flight (measured on bf16: 77% -> 88% of a
@@ -8,16 +8,18 @@
 //    a 64-byte load holds 16 (even, odd) pairs per 32-bit lane; `<< 16` gives the even weights as f32 and
 //    `& 0xffff0000` the odd ones, so x is reordered once per call to match (per 32 columns: the 16 even
 //    entries, then the 16 odd ones); 32 f16 widen with vcvtph2ps, 16 at a time and in order (x as given);
-//  - m = 5..7: the same single pass with 2 W rows per tile;
-//  - m >= 8: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and of W stays
-//    in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip through
-//    `sums` exactly, so the result is bit for bit that of one pass over K;
-//  - "nn" (W [K, N]) keeps a column chunk of the sums in L1 while W rows stream contiguously.
+//  - m = 5..8: the same single pass with 2 W rows per tile (m = 8 only where its x rows fit in L1);
+//  - f32 and f16 W with k <= kGemvPassMaxK, m up to kGemvPassMaxM: that pass for each 8 rows of x in turn over
+//    an L2-sized block of W rows (gemv_nt_passes);
+//  - else, m >= 8: a block of kJb W rows is summed one K chunk (kKc) at a time, so the chunk of x and of W
+//    stays in L1 while every (group of x rows, 4 W rows) tile runs over it; partial sums round-trip through
+//    `sums` exactly, so the result is bit for bit that of one pass over K.
 // Every "nt" output is one 16-lane accumulator summed over k in increasing steps (the last one masked),
 // then reduced by _mm512_reduce_add_ps: the result does not depend on m, on the tile shape nor on [j0, j1).
 // Products and sums stay in f32 (bf16 -> f32 and f16 -> f32 are exact).
 #include "lathe/backend/cpu/simd_intrinsics.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -36,6 +38,12 @@ constexpr int kJb = 8;         // W rows per block of the tiled path (m >= 8)
 // stay in a 48 KiB L1d. 512 rather than 256 measured faster at m = 8 and 16 on Zen 5 in one window and level
 // in another (docs/benchmarks.md, 2026-12-03); 1024 no better.
 constexpr int64_t kKc = 512;
+// Rows of x per pass of the multi-pass path (f32 and f16 W, k <= kGemvPassMaxK): the m x 2 sums, x's step and
+// a W line fill the registers (8 + 16 + 1).
+constexpr int kPassMaxM = 8;
+// W bytes per block of that path's passes: a quarter of a 1 MiB L2, as the bf16 dot kernel's
+// (gemv_avx512_bf16.cc); every pass but the first reads the block from L2.
+constexpr int64_t kPassBlockBytes = int64_t{256} << 10;
 
 // Columns of k per step: one 64-byte line of a W row.
 template <class TW>
@@ -220,9 +228,11 @@ LATHE_AVX512 void gemv_nt_tiled(int m, int64_t k, const float* x, int64_t ldx, c
   }
 }
 
+// One pass over W rows [j0, j1) for m <= kPassMaxM rows of x.
 template <class TW>
-LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
-                          int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+LATHE_AVX512 void gemv_nt_pass(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
+                               int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  static_assert(kPassMaxM == 8, "one case per m of the one-pass path");
   switch (m) {
     case 1: return gemv_nt_m<TW, 1>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 2: return gemv_nt_m<TW, 2>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
@@ -231,8 +241,38 @@ LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, int64_t ldx, const T
     case 5: return gemv_nt_m<TW, 5>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 6: return gemv_nt_m<TW, 6>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
     case 7: return gemv_nt_m<TW, 7>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
-    default: return gemv_nt_tiled<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+    default: return gemv_nt_m<TW, 8>(k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
   }
+}
+
+// m > kPassMaxM, k <= kGemvPassMaxK: the one-pass path for each kPassMaxM rows of x in turn, one block of W rows
+// (about kPassBlockBytes) at a time, so that W comes from memory once with no packing. x's rows of one pass
+// (8 x 4 KiB at most) stay in L1, which the one-pass path at larger k would overflow (hence the tiled path
+// there). Against the tiled path (m 12, 16) and the blocked GEMM (m 24-48) on Zen 5, from DRAM, N 768 / 2048 /
+// 50257, K 768 (gemm_bench BM_Decode_F32): 1.1-1.7x, level at m = 48 (docs/benchmarks.md, 2026-12-03 17:00).
+template <class TW>
+LATHE_AVX512 void gemv_nt_passes(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
+                                 int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  // Rows per block: whole 4-row tiles of the first pass, at least one.
+  const int64_t block_rows = std::max<int64_t>(4, kPassBlockBytes / (k * static_cast<int64_t>(sizeof(TW))) / 4 * 4);
+  for (int64_t jb = j0; jb < j1; jb += block_rows) {
+    const int64_t je = std::min(j1, jb + block_rows);
+    for (int i0 = 0; i0 < m; i0 += kPassMaxM)
+      gemv_nt_pass<TW>(std::min(kPassMaxM, m - i0), k, x + i0 * ldx, ldx, w, ldw, jb, je, y + i0 * ldy, ldy, alpha,
+                       beta);
+  }
+}
+
+// m <= kPassMaxM: one pass; larger m: passes over L2 blocks where k <= kGemvPassMaxK (f32, f16 W), else (and
+// for bf16 W, whose widened x takes two registers per row) the K-chunked tiles, m <= kGemvMaxM.
+template <class TW>
+LATHE_AVX512 void gemv_nt(int m, int64_t k, const float* x, int64_t ldx, const TW* w, int64_t ldw, int64_t j0,
+                          int64_t j1, float* y, int64_t ldy, float alpha, float beta) {
+  constexpr bool kPasses = !std::is_same_v<TW, bf16>;
+  if (m <= 7 || (kPasses && m == kPassMaxM && k <= kGemvPassMaxK))
+    return gemv_nt_pass<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  if (kPasses && k <= kGemvPassMaxK) return gemv_nt_passes<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
+  gemv_nt_tiled<TW>(m, k, x, ldx, w, ldw, j0, j1, y, ldy, alpha, beta);
 }
 
 // xd [m][kp] (kp = k rounded up to 32) = x [m][k] reordered per 32 columns into (16 evens, 16 odds), zero
