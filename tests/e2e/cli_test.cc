@@ -47,10 +47,13 @@ TEST(Cli, GenerateGreedyMatchesReference) {
   for (const auto& v : ref["greedy_prompt"]) prompt += (prompt.empty() ? "" : ",") + std::to_string(v.get<int>());
   for (const auto& v : ref["greedy_output_ids"]) want += (want.empty() ? "" : ",") + std::to_string(v.get<int>());
   const size_t n_new = ref["greedy_output_ids"].size() - ref["greedy_prompt"].size();
-  CliRun r = run("generate " + model("llama") + " --prompt-ids " + prompt + " --max-tokens " + std::to_string(n_new) +
-              " --ignore-eos");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output.substr(0, r.output.find('\n')), want) << r.output;
+  // --mmap: the same weights read in place from the checkpoint's map instead of the huge-page arena.
+  for (const std::string flag : {"", " --mmap"}) {
+    CliRun r = run("generate " + model("llama") + " --prompt-ids " + prompt + " --max-tokens " +
+                   std::to_string(n_new) + " --ignore-eos" + flag);
+    EXPECT_EQ(r.exit_code, 0) << flag << ": " << r.output;
+    EXPECT_EQ(r.output.substr(0, r.output.find('\n')), want) << flag << ": " << r.output;
+  }
 }
 
 TEST(Cli, InfoReportsFamilyAndParameters) {

@@ -223,6 +223,27 @@ TEST_F(ServeCli, NoEnablePrefixCachingTurnsTheCacheOff) {
   }
 }
 
+// --mmap serves from the checkpoint's map in place: the same greedy tokens as the default copy.
+TEST_F(ServeCli, MmapServesTheSameTokensAsTheCopiedWeights) {
+  const nlohmann::json request = {{"prompt", std::vector<int>{5, 17, 42, 9}}, {"max_tokens", 6}, {"temperature", 0},
+                                  {"ignore_eos", true}};
+  std::vector<nlohmann::json> texts;
+  for (const std::string flag : {"", "--mmap"}) {
+    SCOPED_TRACE(flag.empty() ? "copied" : "mmap");
+    log_ = testing::scratch_dir("serve_cli") + (flag.empty() ? "/serve_copy.log" : "/serve_mmap.log");
+    const int port = start("--max-model-len 256 " + flag);
+    ASSERT_GT(port, 0);
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(30, 0);
+    auto res = cli.Post("/v1/completions", request.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    texts.push_back(nlohmann::json::parse(res->body)["choices"][0]["text"]);
+    EXPECT_EQ(stop(), 0) << read_file(log_);
+  }
+  EXPECT_EQ(texts[0], texts[1]);
+}
+
 TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   auto r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 512 --kv-cache-memory 64KiB");
   EXPECT_TRUE(testing::is_clean_error(r, "max_model_len 512")) << r.second;

@@ -31,6 +31,7 @@ const CommandSpec& chat_spec() {
            {"--max-tokens", "N", "new tokens per answer at most, >= 1 (default: 512)"}},
           {{"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
            {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+           {"--mmap", "", "use the checkpoint's weights in place from its memory map (shared page cache, no copy: for models near the RAM size; 4 KiB pages, slower decode)"},
            kv_cache_dtype_option()})};
   return spec;
 }
@@ -66,7 +67,7 @@ int cmd_chat(int argc, char** argv) {
   o.kv_cache_dtype = read_kv_cache_dtype_flag(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
-  TextModel m = load_text_model(a.positional[0], {.force_f32 = a.has("--f32")});
+  TextModel m = load_text_model(a.positional[0], {.force_f32 = a.has("--f32"), .map_in_place = a.has("--mmap")});
   LATHE_CHECK_ARG(jinja::select_chat_template(m.tokenizer_config).has_value(), a.positional[0],
                   ": tokenizer_config.json has no chat_template (use lathe generate --prompt for plain text)");
   o.stop_token_ids = m.stop_ids;

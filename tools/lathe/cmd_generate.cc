@@ -30,6 +30,7 @@ const CommandSpec& generate_spec() {
           {{"--adapter", "DIR", "apply a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors)"},
            {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
            {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+           {"--mmap", "", "use the checkpoint's weights in place from its memory map (shared page cache, no copy: for models near the RAM size; 4 KiB pages, slower decode)"},
            kv_cache_dtype_option(),
            {"--ignore-eos", "", "do not stop at the config's eos_token_id"}})};
   return spec;
@@ -62,7 +63,7 @@ int cmd_generate(int argc, char** argv) {
   o.kv_cache_dtype = read_kv_cache_dtype_flag(a);
   Context ctx(a.threads());
   ContextScope scope(ctx);
-  const LoadOptions load{.force_f32 = a.has("--f32")};
+  const LoadOptions load{.force_f32 = a.has("--f32"), .map_in_place = a.has("--mmap")};
   if (!text_mode) {
     const std::vector<int32_t> prompt = parse_id_list(a.str("--prompt-ids", ""));
     auto model = Model::load(a.positional[0], load);

@@ -48,6 +48,7 @@ const CommandSpec& serve_spec() {
           {"--drain-timeout", "S", "seconds a drain waits for requests in flight, >= 0 (default: 30)"},
           {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"},
           {"--f32", "", "widen bf16 and f16 weights to f32 at load"},
+          {"--mmap", "", "use the checkpoint's weights in place from its memory map (shared page cache, no copy: for models near the RAM size; 4 KiB pages, slower decode)"},
           {"--tool-call-parser", "NAME", "tool-call output format: auto, none, hermes, llama3_json, mistral, gemma4 (default: auto, from the chat template)"},
           {"--reasoning-parser", "NAME", "reasoning output format: auto, none, qwen3, gemma4 (default: auto, from the chat template)"},
           {"--lora", "NAME=PATH", "serve the PEFT adapter folder PATH as model NAME; repeatable (default: none)", true},
@@ -156,7 +157,7 @@ int cmd_serve(int argc, char** argv) {
 
   Context ctx(a.threads());
   ContextScope scope(ctx);
-  TextModel m = load_text_model(dir, {.force_f32 = a.has("--f32")});
+  TextModel m = load_text_model(dir, {.force_f32 = a.has("--f32"), .map_in_place = a.has("--mmap")});
   const int64_t max_positions = m.model->config().max_positions;
   config.scheduler.max_model_len = a.integer("--max-model-len", max_positions, 2, kIntMax);
   LATHE_CHECK_ARG(config.scheduler.max_model_len <= max_positions, "option --max-model-len ",
