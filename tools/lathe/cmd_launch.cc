@@ -257,7 +257,7 @@ int Supervisor::run() {
       // (After the attempt's first step: until the ranks install their handler, SIGUSR1 would kill them.)
       if (!stop_sent && first_step_time && world < o_.max_world && !o_.hostfile.empty() &&
           std::chrono::steady_clock::now() >= next_host_check) {
-        next_host_check = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        next_host_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
         try {
           const auto listed = dist::read_hostfile(o_.hostfile);
           if (train::elastic_world_size(cfg_.batch_size, cfg_.grad_accum, o_.min_world, o_.max_world,

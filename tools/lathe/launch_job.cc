@@ -52,8 +52,9 @@ void scan_job_line(const std::string& line, JobReport& r) {
     r.failed_ranks = m[2].matched ? rank_list(m[2].str()) : std::vector<int>{};
     r.cause_weight = 3;
   } else if (r.cause_weight < 2 && std::regex_search(line, m, signalled)) {
-    r.failure = "rank " + m[1].str() + " (pid " + m[2].str() + " on " + m[3].str() + ") exited on signal " +
-                m[4].str() + (m[5].matched ? " " + m[5].str() : "");
+    const std::string pid = m[2].str() == "0" ? "" : "pid " + m[2].str() + " ";  // mpirun may not know it
+    r.failure = "rank " + m[1].str() + " (" + pid + "on " + m[3].str() + ") exited on signal " + m[4].str() +
+                (m[5].matched ? " " + m[5].str() : "");
     r.failed_ranks = {std::stoi(m[1].str())};
     r.cause_weight = 2;
   } else if (r.cause_weight < 1 && std::regex_search(line, m, errored)) {
