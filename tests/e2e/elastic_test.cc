@@ -89,6 +89,9 @@ class Elastic : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (testing::run_shell("command -v mpirun").first != 0) return;
+    // The supervisor's mpirun inherits these (OpenMPI refuses root unless told; as kMpirun says).
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     dir_ = new std::string(testing::scratch_dir("elastic"));
     ASSERT_EQ(testing::prepare_world_data(*dir_, 600).first, 0);
     // The uninterrupted reference: 2 ranks, the recipe's batch, kSteps steps.
