@@ -172,24 +172,31 @@ TEST_F(Elastic, KilledRankShrinksToOneThenGrowsBackAndMatchesTheUninterruptedRun
   EXPECT_LT(downtime, 30.0);
 
   expect_every_step_once(run);
-  // Before the kill the job is the reference (same ranks, same order of sums): bit for bit. After it, the
-  // 1-rank steps sum the two halves of the batch in another order (accumulation, not all-reduce): float
-  // tolerance, as 1 process vs 2 ranks in mpi_test.cc (observed below 1e-6).
+  // Before the kill the job is the reference (same ranks, same order of sums): bit for bit. The first
+  // step after the resume runs on the same weights, so its loss differs only in how the batch's mean is
+  // summed (micro-batches, not ranks): a few ulp, 1e-6 relative. From its update on, the 1-rank steps add
+  // the batch's gradient halves in another order, and the two trajectories drift apart slowly (observed:
+  // 1e-6 to 8e-6 relative over the ~280 steps after the kill); 1e-4 leaves room for that and still fails
+  // on a batch that is not the same (half the batch moved the loss by 2e-3 to 4e-3 from the second step on).
   const auto want = testing::loss_values(reference()), got = testing::loss_values(run);
   ASSERT_EQ(got.size(), want.size());
   const int64_t exact_until = r[0]["resumed_step"].get<int64_t>();  // steps the 2-rank attempt kept
   EXPECT_GE(exact_until, 20);
   EXPECT_LT(r[1]["resumed_step"].get<int64_t>(), kSteps) << "the job finished before it could grow";
+  double worst_loss = 0;  // the largest relative difference, reported
   for (int i = 0; i < kSteps; ++i) {
     if (i < exact_until) EXPECT_EQ(got[i], want[i]) << "step " << i + 1;
-    else EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << "step " << i + 1;
+    else if (i == exact_until) EXPECT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i])) << "step " << i + 1;
+    else EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << "step " << i + 1;
+    worst_loss = std::max(worst_loss, std::abs(got[i] - want[i]) / std::abs(want[i]));
   }
-  // The final weights: the reorderings change each gradient by a few ulp; Adam's normalised step
-  // (lr · m / (√v + eps)) passes relative gradient changes on with factor ≤ 1, so after kSteps steps of lr
-  // ≤ 1e-3 (quickstart) the drift stays far below lr · kSteps; 1e-4 relative to the tensor's scale.
+  // The final weights, element by element against each tensor's largest value: the same drift (observed
+  // 2e-5 to 5e-5); 5e-4 is ten times that, while another batch or order of samples moves weights by ~1e-2
+  // of their scale over these steps (lr 2e-3: the updates themselves are that large).
   const auto a = SafetensorsFile::open(reference() + "/checkpoints/step_00000300/model.safetensors");
   const auto b = SafetensorsFile::open(run + "/checkpoints/step_00000300/model.safetensors");
   ASSERT_EQ(a.entries().size(), b.entries().size());
+  float worst_weight = 0;
   for (const auto& e : a.entries()) {
     const Tensor ta = a.tensor(e.name), tb = b.tensor(e.name);
     ASSERT_EQ(ta.numel(), tb.numel()) << e.name;
@@ -198,8 +205,11 @@ TEST_F(Elastic, KilledRankShrinksToOneThenGrowsBackAndMatchesTheUninterruptedRun
       scale = std::max(scale, std::abs(ta.data<float>()[k]));
       diff = std::max(diff, std::abs(ta.data<float>()[k] - tb.data<float>()[k]));
     }
-    EXPECT_LE(diff, 1e-4f * scale) << e.name;
+    EXPECT_LE(diff, 5e-4f * scale) << e.name;
+    worst_weight = std::max(worst_weight, diff / scale);
   }
+  std::printf("vs the uninterrupted run: losses within %.2g relative, weights within %.2g of each tensor's scale\n",
+              worst_loss, worst_weight);
 }
 
 // SIGSTOP: the rank is alive to the launcher but answers nothing. Rank 0's next collective times out
