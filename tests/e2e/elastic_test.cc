@@ -81,6 +81,7 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// --oversubscribe: 2 ranks on CI machines with fewer cores (as kMpirun).
 std::string launch_args(const std::string& nproc, const std::string& extra) {
   return "launch --nproc " + nproc + " --mpirun-arg=--oversubscribe " + extra + " -- pretrain recipes/quickstart.yaml";
 }

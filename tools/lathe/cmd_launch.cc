@@ -344,7 +344,7 @@ const CommandSpec& launch_spec() {
           {"--hostfile", "FILE", "OpenMPI hostfile (HOST slots=N per line), re-read before every attempt and every 2 s"},
           {"--max-restarts", "K", "restarts after failures before giving up (default 3; growing back does not count)"},
           {"--rdzv-timeout", "S", "seconds to wait for MIN slots before giving up (default 60)"},
-          {"--mpirun-arg", "ARG", "one more argument for mpirun, e.g. --mpirun-arg=--oversubscribe", true},
+          {"--mpirun-arg", "ARG", "one more argument for mpirun (e.g. -x NAME: pass a variable to remote ranks)", true},
       }};
   return spec;
 }
