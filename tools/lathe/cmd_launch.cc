@@ -123,7 +123,7 @@ class Supervisor {
  private:
   int choose_world(std::vector<dist::HostSlots>& hosts);
   std::vector<std::string> attempt_argv(int world, const train::BatchSplit& split, bool first);
-  void log_restart(PendingRestart& p, std::optional<double> first_step_time, const JobReport& rep);
+  void log_restart(PendingRestart& p, std::optional<double> first_step_time, const dist::JobReport& rep);
   void say(const std::string& m) {
     std::fprintf(stderr, "launch: %s\n", m.c_str());
     std::fflush(stderr);
@@ -180,7 +180,7 @@ std::vector<std::string> Supervisor::attempt_argv(int world, const train::BatchS
 
 // down_s: from the last step finished before the failure to the first step after it (what the job lost
 // in wall time, the time to notice included); relaunch_s: from noticing (mpirun ended) to that step.
-void Supervisor::log_restart(PendingRestart& p, std::optional<double> first_step_time, const JobReport& rep) {
+void Supervisor::log_restart(PendingRestart& p, std::optional<double> first_step_time, const dist::JobReport& rep) {
   json& e = p.entry;
   e["checkpoint"] = rep.resumed_from;  // "": none (the job started again from step 0)
   e["resumed_step"] = std::max<int64_t>(0, rep.resumed_step);
@@ -282,7 +282,7 @@ int Supervisor::run() {
       last_step_ = b.step;
       last_step_time_ = b.unix_time;
     }
-    const JobReport& rep = job.report();
+    const dist::JobReport& rep = job.report();
     if (pending) {  // the attempt ended before (or right at) its first step
       log_restart(*pending, first_step_time, rep);
       pending.reset();

@@ -10,19 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "lathe/dist/mpirun_output.h"
+
 namespace lathe::cli {
-
-// What the output of an attempt said.
-struct JobReport {
-  std::string failure;             // the first cause found, in words ("" when none was recognised)
-  std::vector<int> failed_ranks;   // ranks named by the cause (killed, silent, erroring)
-  int cause_weight = 0;              // how telling `failure` is: 0 none, 1 an error, 2 a signal, 3 a timeout
-  std::string resumed_from;        // "resumed from DIR at step N": DIR
-  int64_t resumed_step = -1;       // ... and N
-};
-
-// Reads one line of a rank's or mpirun's output into `r` (public for tests of the patterns).
-void scan_job_line(const std::string& line, JobReport& r);
 
 class LaunchedJob {
  public:
@@ -40,7 +30,7 @@ class LaunchedJob {
   void kill_group();
   // mpirun's exit status, or 128 + the signal that ended it; valid once poll() returned true.
   int exit_code() const { return exit_code_; }
-  const JobReport& report() const { return report_; }
+  const dist::JobReport& report() const { return report_; }
 
  private:
   void drain(int fd_index);
@@ -51,7 +41,7 @@ class LaunchedJob {
   std::chrono::steady_clock::time_point reaped_at_;
   bool exited_ = false;   // ... and its output is drained
   int exit_code_ = -1;
-  JobReport report_;
+  dist::JobReport report_;
 };
 
 }  // namespace lathe::cli
