@@ -93,6 +93,7 @@ class Elastic : public ::testing::Test {
     // The supervisor's mpirun inherits these (OpenMPI refuses root unless told; as kMpirun says).
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    ::setenv("ASAN_OPTIONS", "detect_leaks=0", 1);  // the ASan build: libmpi keeps allocations until exit
     dir_ = new std::string(testing::scratch_dir("elastic"));
     ASSERT_EQ(testing::prepare_world_data(*dir_, 600).first, 0);
     // The uninterrupted reference: 2 ranks, the recipe's batch, kSteps steps.
