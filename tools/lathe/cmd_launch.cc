@@ -2,7 +2,7 @@
 // supervisor over mpirun. It starts the job on as many ranks as the hostfile offers (at most MAX), and when
 // the job fails (a rank killed, a collective timeout naming a stopped rank, an error) relaunches it with
 // --resume on the ranks still available (at least MIN), with the batch split so the optimizer sees the same
-// global batch (train/elastic_batch.h). When slots come back (the hostfile is re-read every 2 s) the job is
+// global batch (train/elastic_batch.h). When slots come back (the hostfile is re-read every second) the job is
 // stopped at the end of its step with a checkpoint and relaunched larger. Restarts are logged to
 // <run>/elastic/restarts.jsonl. docs/multi-node.md.
 #include <unistd.h>
@@ -341,7 +341,7 @@ const CommandSpec& launch_spec() {
           "run.dir/elastic/restarts.jsonl. docs/multi-node.md.\n",
       .options = {
           {"--nproc", "MIN:MAX", "ranks: at least MIN, at most MAX (N = N:N)"},
-          {"--hostfile", "FILE", "OpenMPI hostfile (HOST slots=N per line), re-read before every attempt and every 2 s"},
+          {"--hostfile", "FILE", "OpenMPI hostfile (HOST slots=N per line), re-read before every attempt and every second"},
           {"--max-restarts", "K", "restarts after failures before giving up (default 3; growing back does not count)"},
           {"--rdzv-timeout", "S", "seconds to wait for MIN slots before giving up (default 60)"},
           {"--mpirun-arg", "ARG", "one more argument for mpirun (e.g. -x NAME: pass a variable to remote ranks)", true},
