@@ -158,17 +158,7 @@ void kill_and_resume(const std::string& dir, const std::string& extra) {
   const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
   ASSERT_EQ(posix_spawn(&job, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
   testing::wait_for_file(killed + "/checkpoints/step_00000010/DONE");
-  // Rank 1 is the lathe process whose environment says OMPI_COMM_WORLD_RANK=1 and whose run folder is ours.
-  pid_t rank1 = -1;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream env(e.path() / "environ"), cmdline(e.path() / "cmdline");
-    std::string envs((std::istreambuf_iterator<char>(env)), {}), args((std::istreambuf_iterator<char>(cmdline)), {});
-    if (args.find(killed) != std::string::npos && args.find("pretrain") != std::string::npos &&
-        envs.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
-      rank1 = std::stoi(name);
-  }
+  const pid_t rank1 = testing::find_rank_pid(killed, 1);
   ASSERT_GT(rank1, 0) << "rank 1 not found (did the job finish already?)";
   ASSERT_EQ(::kill(rank1, SIGKILL), 0);
   int status = 0;

@@ -87,6 +87,7 @@ int cmd_pretrain(int argc, char** argv) {
                        " " + fmt("%.0f", r.tokens_per_s) + " tok/s MFU " + fmt("%.1f%%", 100 * r.mfu) + " ETA " +
                        duration(eta);
     if (last_val >= 0) line += " val " + fmt("%.3f", last_val);
+    line += launch_note();
     progress.update(static_cast<double>(r.step) / static_cast<double>(r.steps), line, r.step == r.steps);
   };
   std::printf("lathe pretrain %s -> %s\n", recipe.c_str(), cfg.run_dir.c_str());

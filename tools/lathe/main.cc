@@ -7,6 +7,7 @@
 #include "args.h"
 #include "lathe/base/error.h"
 #include "lathe/base/thread_pool.h"
+#include "lathe/dist/communicator.h"
 
 namespace lathe::cli {
 int cmd_info(int argc, char** argv);
@@ -27,6 +28,7 @@ int cmd_plot(int argc, char** argv);
 int cmd_checkpoint(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
+int cmd_launch(int argc, char** argv);
 // Each command's options, as its parser reads them (one table for parsing and --help).
 const CommandSpec& info_spec();
 const CommandSpec& generate_spec();
@@ -49,6 +51,7 @@ const CommandSpec& bench_roofline_spec();
 const CommandSpec& bench_tier_spec();
 const CommandSpec& bench_serve_spec();
 const CommandSpec& merge_spec();
+const CommandSpec& launch_spec();
 }  // namespace lathe::cli
 
 namespace {
@@ -70,7 +73,7 @@ void usage() {
       "commands:\n";
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
                                   &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
-                                  &pretrain_spec(), &sft_spec(), &dpo_spec(), &distill_spec(), &distill_cache_spec(),
+                                  &pretrain_spec(), &sft_spec(), &dpo_spec(), &distill_spec(), &distill_cache_spec(), &launch_spec(),
                                   &merge_spec(), &plot_spec(), &checkpoint_verify_spec(), &chat_template_spec(),
                                   &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
     s += help_overview(*spec);
@@ -108,9 +111,16 @@ int run_command(int argc, char** argv) {
     if (cmd == "checkpoint") return lathe::cli::cmd_checkpoint(argc, argv);
     if (cmd == "bench") return lathe::cli::cmd_bench(argc, argv);
     if (cmd == "merge") return lathe::cli::cmd_merge(argc, argv);
+    if (cmd == "launch") return lathe::cli::cmd_launch(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;
+  } catch (const lathe::dist::CollectiveTimeout& e) {
+    // MPI cannot finish normally with a silent rank (MPI_Finalize would wait for it): end the whole job.
+    std::fprintf(stderr, "lathe %s: error: %s\n", cmd.c_str(), e.what());
+    std::fflush(stderr);
+    lathe::dist::world().abort(1);
+    return 1;  // not reached
   } catch (const lathe::Error& e) {
     std::fprintf(stderr, "lathe %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

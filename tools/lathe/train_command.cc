@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -23,6 +24,11 @@ std::string fmt(const char* format, double x) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, x);
   return buf;
+}
+
+std::string launch_note() {
+  const char* note = std::getenv("LATHE_LAUNCH_NOTE");
+  return note && *note ? str_cat(" [", note, "]") : std::string();
 }
 
 std::optional<RecipeArgs> parse_recipe_args(const Args& a, const CommandSpec& spec) {
@@ -52,11 +58,13 @@ std::optional<RecipeArgs> parse_recipe_args(const Args& a, const CommandSpec& sp
 StopSignals::StopSignals() {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);  // mpirun forwards SIGUSR1 to every rank (lathe launch's clean stop)
 }
 
 StopSignals::~StopSignals() {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGUSR1, SIG_DFL);
 }
 
 train::TrainConfig load_fine_tune_recipe(const RecipeArgs& r, const FineTuneCommand& cmd) {
@@ -83,6 +91,7 @@ train::TrainerHooks fine_tune_hooks(Progress& progress, const FineTuneCommand& c
                        " gnorm " + fmt("%.2f", r.grad_norm) + " " + fmt("%.0f", r.tokens_per_s) + " tok/s" +
                        extra(cmd.after_speed, r.metrics);
     if (*last_val >= 0) line += " val " + fmt("%.3f", *last_val);
+    line += launch_note();
     progress.update(static_cast<double>(r.step) / static_cast<double>(r.steps), line, r.step == r.steps);
   };
   return hooks;

@@ -17,6 +17,10 @@ namespace lathe::cli {
 
 std::string fmt(const char* format, double x);  // snprintf of one number
 
+// " [attempt 2, 1/2 ranks, 1 restarts]" under `lathe launch` (which sets LATHE_LAUNCH_NOTE for every
+// attempt), for the end of the progress line; "" otherwise.
+std::string launch_note();
+
 struct RecipeArgs {
   std::string recipe;
   std::vector<std::string> overrides;  // key=value
@@ -27,7 +31,7 @@ struct RecipeArgs {
 // given or no recipe was: the help is printed and the command returns a.help() ? 0 : 2.
 std::optional<RecipeArgs> parse_recipe_args(const Args& a, const CommandSpec& spec);
 
-// While alive, SIGINT and SIGTERM ask the training loop to stop after its current step (with a checkpoint);
+// While alive, SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to the ranks) ask the training loop to stop after its current step (with a checkpoint);
 // the default handlers come back when it goes.
 class StopSignals {
  public:

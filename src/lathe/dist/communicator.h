@@ -8,7 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "lathe/base/error.h"
+
 namespace lathe::dist {
+
+// A collective that did not complete within the communicator's timeout (a rank stopped, hung or cut off
+// by the network). The message names the ranks that did not answer a roll call. MPI cannot recover from
+// it: the process must end with Communicator::abort(), since MPI_Finalize would wait for the silent rank.
+class CollectiveTimeout : public Error {
+ public:
+  using Error::Error;
+};
 
 // A collective in flight. Its buffer must stay untouched (and alive) until wait() returns or test()
 // returns true. Without a progress thread MPI moves data only inside MPI calls, so a caller that overlaps
@@ -40,6 +50,12 @@ class Communicator {
   // In place: rank r's counts[r] elements, at offset counts[0] + ... + counts[r - 1] of data, reach every
   // rank (MPI_Allgatherv). The total must fit an int.
   virtual void all_gather(float* data, const std::vector<int64_t>& counts) = 0;
+
+  // Seconds a collective (or a request's wait) may take before it throws CollectiveTimeout; 0: wait
+  // forever (MPI's blocking calls). Every rank should set the same value.
+  virtual void set_timeout(double /*seconds*/) {}
+  // Ends every process of the job (MPI_Abort): the way out after a CollectiveTimeout.
+  [[noreturn]] virtual void abort(int code);
 };
 
 // MPI when the process was started by mpirun / srun (their environment variables are present), else a

@@ -157,6 +157,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("run.overlap_allreduce", c.overlap_allreduce);
   r.get("run.allreduce_bucket_mb", c.allreduce_bucket_mb);
   r.get("run.zero", c.zero);
+  r.get("run.collective_timeout", c.collective_timeout);
   r.get("model.base", c.model_base);
   r.get_json("model.config", c.model_config);
   r.get("data.train", c.train_data);
@@ -243,6 +244,8 @@ void validate_recipe(const TrainConfig& c) {
         "must be auto, on or off");
   check(c.allreduce_bucket_mb > 0, "run.allreduce_bucket_mb", c.allreduce_bucket_mb, "must be positive");
   check(c.zero == 0 || c.zero == 1, "run.zero", c.zero, "must be 0 or 1 (ZeRO-2/3 are out of scope)");
+  check(c.collective_timeout >= 0, "run.collective_timeout", c.collective_timeout,
+        "must be seconds >= 0 (0: no timeout)");
   // data: B * T tokens of int32 ids per micro-batch
   LATHE_CHECK_ARG(c.sft.is_null() || c.dpo.is_null(), where,
                   ": an sft: and a dpo: section: a recipe trains one objective (lathe sft or lathe dpo)");

@@ -31,6 +31,9 @@ struct TrainConfig {
   std::string overlap_allreduce = "auto";  // auto | on | off: bucketed all-reduce during the backward
   double allreduce_bucket_mb = 25;         // bucket size of the overlapped all-reduce (MiB of f32 gradients)
   int zero = 0;                            // 1: ZeRO-1, the optimizer state split over the ranks
+  // Seconds a collective may wait for the other ranks before the run ends naming the silent ones (a rank
+  // stopped, hung or cut off); 0: wait forever. Above the longest pause between collectives (checkpoints).
+  double collective_timeout = 600;
 
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;

@@ -23,6 +23,7 @@
 #include "lathe/train/param_groups.h"
 #include "lathe/train/rank_sync.h"
 #include "lathe/train/run_metrics.h"
+#include "lathe/train/step_beacon.h"
 #include "lathe/train/zero.h"
 
 namespace lathe::train {
@@ -136,6 +137,7 @@ class LoopRun {
   TrainResult train();
 
  private:
+  TrainResult train_steps();
   StepTotals accumulate_gradients(int64_t step);
   double optimizer_step(int64_t step, double lr);
   void report(int64_t step, const StepTotals& totals, double lr, double gnorm, double step_s, double elapsed_s);
@@ -165,12 +167,22 @@ class LoopRun {
   double peak_gflops_ = 0, flops_per_token_ = 0;
   SaveCheckpointOptions ckpt_opts_;
   RunMetrics metrics_;  // rank 0 only
+  StepBeacon beacon_{lead_};  // for a supervisor (lathe launch): one line per finished step
   std::unique_ptr<GradBucketer> bucketer_;  // the last micro-batch's backward reduces buckets as they fill
   std::vector<float> grad_buffer_;          // the flat all-reduce's, without a bucketer
   int64_t resident_at_start_ = -1, plan_bytes_ = 0;  // VmRSS before the run loaded anything; the plan's total
 };
 
+// A collective timeout says at which step it happened (the communicator knows no steps).
 TrainResult LoopRun::train() {
+  try {
+    return train_steps();
+  } catch (const dist::CollectiveTimeout& e) {
+    throw dist::CollectiveTimeout(str_cat(e.what(), " (during step ", state_.step + 1, ")"));
+  }
+}
+
+TrainResult LoopRun::train_steps() {
   TrainResult result;
   if (cfg_.save_initial && state_.step == 0) checkpoint(0);
   const auto t_start = Clock::now();
@@ -184,6 +196,8 @@ TrainResult LoopRun::train() {
     result.final_loss = totals.loss;
     const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     report(step, totals, lr, gnorm, seconds_since(t0), seconds_since(t_start));
+    state_.step = step;  // the step a collective timeout names
+    beacon_.step_done(step);
     if (cfg_.eval_every > 0 && step % cfg_.eval_every == 0 && step < cfg_.steps) evaluate(step);
     // Every rank stops at the same step (a signal reaches the ranks at different moments; a metrics
     // write fails on rank 0 only).
@@ -219,6 +233,7 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
     : cfg_(cfg), hooks_(hooks), objective_(objective), comm_(dist::world()), pool_(ctx.pool), lead_(comm_.rank() == 0) {
   const int rank = comm_.rank(), world = comm_.size();
   const auto note = [this](const std::string& m) { say(m); };
+  comm_.set_timeout(cfg_.collective_timeout);
   resident_at_start_ = resident_bytes();
   const MemoryBudget budget = memory_budget(cfg_, comm_);  // before anything is loaded
   prepare_run_folder(cfg_, mode, comm_, lock, note);
