@@ -35,51 +35,59 @@ LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t u, __m256i (&q)[
     q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
     q[2] = _mm256_cvtepi8_epi32(b);
     q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-  } else {  // low nibbles: inputs 0-15; high nibbles: 16-31
+  } else {  // low nibbles: inputs 0-15; high nibbles: 16-31; int4 takes q - 8 on the bytes
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
     const __m128i low = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
-    q[0] = _mm256_cvtepu8_epi32(lo);
-    q[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
-    q[2] = _mm256_cvtepu8_epi32(hi);
-    q[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+    __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
+    if constexpr (F == QuantFormat::kInt4) {
+      lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+      hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+      q[0] = _mm256_cvtepi8_epi32(lo);
+      q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8));
+      q[2] = _mm256_cvtepi8_epi32(hi);
+      q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8));
+    } else {
+      q[0] = _mm256_cvtepu8_epi32(lo);
+      q[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
+      q[2] = _mm256_cvtepu8_epi32(hi);
+      q[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+    }
   }
 }
 
+// Groups outermost (each row's scale, and minimum, converted once per group), units of the group inside.
 template <QuantFormat F, int MB, int R>
 LATHE_AVX2 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
                      bool accumulate) {
-  const int64_t k = w.k, units = k / 32, group_units = w.spec.group / 32, groups = k / w.spec.group;
+  constexpr bool kMins = F == QuantFormat::kInt4Asym;
+  const int64_t k = w.k, group_units = w.spec.group / 32, groups = k / w.spec.group;
   const int64_t row_bytes = quant_row_bytes(F, k);
   __m256 acc[MB][R];
 #pragma GCC unroll 4
   for (int i = 0; i < MB; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
-  float d[R], b[R];
-  for (int64_t u = 0; u < units; ++u) {
-    if (u % group_units == 0) {
-      const int64_t g = u / group_units;
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        d[r] = _cvtsh_ss(w.scales[(j + r) * groups + g].bits);
-        b[r] = F == QuantFormat::kInt4 ? -8.f * d[r]
-               : F == QuantFormat::kInt4Asym ? _cvtsh_ss(w.mins[(j + r) * groups + g].bits)
-                                             : 0.f;
-      }
-    }
+  for (int64_t g = 0; g < groups; ++g) {
+    float d[R], b[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      __m256i q[4];
-      unit_codes<F>(w.codes + (j + r) * row_bytes, u, q);
-      const __m256 dv = _mm256_set1_ps(d[r]), bv = _mm256_set1_ps(b[r]);
+      d[r] = _cvtsh_ss(w.scales[(j + r) * groups + g].bits);
+      b[r] = kMins ? _cvtsh_ss(w.mins[(j + r) * groups + g].bits) : 0.f;
+    }
+    for (int64_t u = g * group_units; u < (g + 1) * group_units; ++u) {
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const __m256 qf = _mm256_cvtepi32_ps(q[v]);
-        const __m256 wv = F == QuantFormat::kInt8 ? _mm256_mul_ps(qf, dv) : _mm256_fmadd_ps(qf, dv, bv);
+      for (int r = 0; r < R; ++r) {
+        __m256i q[4];
+        unit_codes<F>(w.codes + (j + r) * row_bytes, u, q);
+        const __m256 dv = _mm256_set1_ps(d[r]), bv = _mm256_set1_ps(b[r]);
 #pragma GCC unroll 4
-        for (int i = 0; i < MB; ++i)
-          acc[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + u * 32 + v * 8), wv, acc[i][r]);
+        for (int v = 0; v < 4; ++v) {
+          const __m256 qf = _mm256_cvtepi32_ps(q[v]);
+          const __m256 wv = kMins ? _mm256_fmadd_ps(qf, dv, bv) : _mm256_mul_ps(qf, dv);
+#pragma GCC unroll 4
+          for (int i = 0; i < MB; ++i)
+            acc[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + u * 32 + v * 8), wv, acc[i][r]);
+        }
       }
     }
   }

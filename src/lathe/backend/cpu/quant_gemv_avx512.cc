@@ -1,7 +1,7 @@
 // AVX-512 quantised decode GEMV: y[i, j] = x_i · deq(W row j) for m <= 16 rows of x. One step is one unit
 // of 32 inputs: its codes (32 bytes of int8, or 16 bytes of int4 nibbles: low nibbles inputs 0-15, high
 // ones 16-31) widen to two f32 vectors and take the group's scale in registers (int8 d·q; int4
-// fma(q, d, -8d); int4-asym fma(q, d, m)), then meet x with one FMA per vector and row of x.
+// d·(q - 8); int4-asym fma(q, d, m)), then meet x with one FMA per vector and row of x.
 //  - a tile is up to 4 rows of x against 4 rows of W: x's two vectors per row stay in registers for the 4
 //    W rows, 16 accumulators;
 //  - m <= 4: one pass over W (each code read once from memory); m > 4: a block of kJb W rows (16-64 KiB of
@@ -14,10 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_gemm.h"
-
-// The tier's target, with F16C for the scalar f16 -> f32 of a group's scale (every AVX-512 CPU has it).
-#define LATHE_AVX512_Q __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
 namespace lathe::cpu {
 namespace {
@@ -26,12 +24,11 @@ constexpr int kRows = 4;   // W rows per tile
 constexpr int kXRows = 4;  // x rows per tile
 constexpr int64_t kJb = 16;  // W rows per block when m > 4
 
-LATHE_AVX512_Q inline float f16_scalar(f16 h) { return _cvtsh_ss(h.bits); }
-
-// Unit u of W row `codes` (its group's scale d and, int4, offset b = -8d or the minimum) -> two f32 vectors
-// of inputs [32u, 32u + 16) and [32u + 16, 32u + 32).
+// Unit u of W row `codes` with its group's scale d (and, int4-asym, minimum b) -> two f32 vectors of
+// inputs [32u, 32u + 16) and [32u + 16, 32u + 32). int4's q - 8 is taken on the bytes, so int8 and int4
+// both dequantise as d·q (exact in f32: an 11-bit scale times a code of at most 8 bits).
 template <QuantFormat F>
-LATHE_AVX512_Q inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512 d, __m512 b, __m512& w0,
+LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512 d, __m512 b, __m512& w0,
                                            __m512& w1) {
   if constexpr (F == QuantFormat::kInt8) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + u * 32));
@@ -40,56 +37,65 @@ LATHE_AVX512_Q inline void dequantize_unit(const uint8_t* codes, int64_t u, __m5
   } else {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
     const __m128i low = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
-    w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), d, b);
-    w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), d, b);
+    __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
+    if constexpr (F == QuantFormat::kInt4) {
+      const __m128i eight = _mm_set1_epi8(8);
+      lo = _mm_sub_epi8(lo, eight);
+      hi = _mm_sub_epi8(hi, eight);
+      w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
+      w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
+    } else {
+      w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), d, b);
+      w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), d, b);
+    }
   }
 }
 
-// Rows [j, j + R) of W against rows 0..MB of x (x, y already at the tile's first row).
+// Rows [j, j + R) of W against rows 0..MB of x (x, y already at the tile's first row). The scales (and
+// mins) of 16 groups at a time are widened in one vcvtph2ps per row into a small table, from which each
+// group's value is broadcast: no scalar conversion and no division in the unit loop.
 template <QuantFormat F, int MB, int R>
-LATHE_AVX512_Q void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
+LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
                          bool accumulate) {
-  const int64_t k = w.k, units = k / 32, group_units = w.spec.group / 32, groups = k / w.spec.group;
+  constexpr bool kMins = F == QuantFormat::kInt4Asym;
+  const int64_t k = w.k, group_units = w.spec.group / 32, groups = k / w.spec.group;
   const int64_t row_bytes = quant_row_bytes(F, k);
-  const uint8_t* codes[R];
-  const f16* scales[R];
-  const f16* mins[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    codes[r] = w.codes + (j + r) * row_bytes;
-    scales[r] = w.scales + (j + r) * groups;
-    mins[r] = F == QuantFormat::kInt4Asym ? w.mins + (j + r) * groups : nullptr;
-  }
   __m512 acc[MB][R];
 #pragma GCC unroll 4
   for (int i = 0; i < MB; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
-  __m512 d[R], b[R];
-  for (int64_t u = 0; u < units; ++u) {
-    if (u % group_units == 0) {  // a new group: its scale (and offset) for each row
-      const int64_t g = u / group_units;
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const float dr = f16_scalar(scales[r][g]);
-        d[r] = _mm512_set1_ps(dr);
-        if constexpr (F == QuantFormat::kInt4) b[r] = _mm512_set1_ps(-8.f * dr);
-        if constexpr (F == QuantFormat::kInt4Asym) b[r] = _mm512_set1_ps(f16_scalar(mins[r][g]));
-      }
-    }
-    __m512 x0[MB], x1[MB];
-#pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) {
-      x0[i] = _mm512_loadu_ps(x + i * ldx + u * 32);
-      x1[i] = _mm512_loadu_ps(x + i * ldx + u * 32 + 16);
-    }
+  alignas(64) float ds[R][16], ms[R][16];
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, groups - g0)) - 1);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      __m512 w0, w1;
-      dequantize_unit<F>(codes[r], u, d[r], b[r], w0, w1);
+      const int64_t at = (j + r) * groups + g0;
+      _mm512_store_ps(ds[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w.scales + at)));
+      if constexpr (kMins) _mm512_store_ps(ms[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w.mins + at)));
+    }
+    for (int64_t g = g0; g < std::min(groups, g0 + 16); ++g) {
+      __m512 d[R], b[R];
 #pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i) acc[i][r] = _mm512_fmadd_ps(x1[i], w1, _mm512_fmadd_ps(x0[i], w0, acc[i][r]));
+      for (int r = 0; r < R; ++r) {
+        d[r] = _mm512_set1_ps(ds[r][g - g0]);
+        b[r] = kMins ? _mm512_set1_ps(ms[r][g - g0]) : d[r];
+      }
+      for (int64_t u = g * group_units; u < (g + 1) * group_units; ++u) {
+        __m512 x0[MB], x1[MB];
+#pragma GCC unroll 4
+        for (int i = 0; i < MB; ++i) {
+          x0[i] = _mm512_loadu_ps(x + i * ldx + u * 32);
+          x1[i] = _mm512_loadu_ps(x + i * ldx + u * 32 + 16);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          __m512 w0, w1;
+          dequantize_unit<F>(w.codes + (j + r) * row_bytes, u, d[r], b[r], w0, w1);
+#pragma GCC unroll 4
+          for (int i = 0; i < MB; ++i) acc[i][r] = _mm512_fmadd_ps(x1[i], w1, _mm512_fmadd_ps(x0[i], w0, acc[i][r]));
+        }
+      }
     }
   }
 #pragma GCC unroll 4
@@ -103,7 +109,7 @@ LATHE_AVX512_Q void tile(const float* x, int64_t ldx, const QuantMatrix& w, int6
 }
 
 template <QuantFormat F, int MB>
-LATHE_AVX512_Q void rows(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+LATHE_AVX512 void rows(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                          int64_t ldy, bool accumulate) {
   int64_t j = j0;
   for (; j + kRows <= j1; j += kRows) tile<F, MB, kRows>(x, ldx, w, j, y, ldy, accumulate);
@@ -111,7 +117,7 @@ LATHE_AVX512_Q void rows(const float* x, int64_t ldx, const QuantMatrix& w, int6
 }
 
 template <QuantFormat F>
-LATHE_AVX512_Q void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+LATHE_AVX512 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                          int64_t ldy, bool accumulate) {
   const int64_t block = m <= kXRows ? j1 - j0 : kJb;
   for (int64_t jb = j0; jb < j1; jb += block) {
