@@ -2,7 +2,8 @@
 // of M = 1..16 sequences (the GEMV) and M = 32 (dequantised panels + the f32 GEMM), per format, with the
 // packed weights rotated over 256 MiB of copies so that they come from DRAM. Bytes/s counts the packed bytes
 // read (codes + scales + mins); compare with gemm_bench's BM_Decode_F32 / BM_Decode_Bf16 at the same shape.
-// The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>.
+// The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
+// BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -40,7 +41,9 @@ Packed pack(const QuantSpec& s, int64_t n, int64_t k) {
   return p;
 }
 
-void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k) {
+// vnni: the integer-dot kernel (x quantised to int8 per 32; what quant_gemm runs for decode on a VNNI CPU)
+// instead of the tier's f32 FMA one.
+void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, bool vnni) {
   const ThreadPool pool(static_cast<int>(st.range(0)));
   const Packed one = pack(s, n, k);
   const int64_t bytes = static_cast<int64_t>(one.codes.size() + 2 * (one.scales.size() + one.mins.size()));
@@ -51,13 +54,14 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
   for (auto _ : st) {
     const Packed& w = ws[next];
     const lathe::cpu::QuantMatrix mat{s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    lathe::cpu::quant_gemm(m, x.data(), k, mat, y.data(), n, false, pool);
+    if (vnni) lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
+    else lathe::cpu::quant_gemm_with(lathe::cpu::cpu_tier(), m, x.data(), k, mat, y.data(), n, false, pool);
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % n_copies;
   }
   st.SetBytesProcessed(st.iterations() * bytes);
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k * st.iterations(), benchmark::Counter::kIsRate);
-  st.SetLabel(lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
+  st.SetLabel(vnni ? "avx512vnni" : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
 }
 
 void register_all() {
@@ -72,7 +76,12 @@ void register_all() {
         const QuantSpec s = lathe::parse_quant_spec(format);
         const std::string name =
             std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
-        benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) { bench_quant(st, s, m, sh.n, sh.k); })
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [s, m, sh](benchmark::State& st) { bench_quant(st, s, m, sh.n, sh.k, false); })
+            ->Apply(threads);
+        if (m > lathe::cpu::kQuantGemvMaxM || !lathe::cpu::quant_cpu_has_vnni()) continue;
+        benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(),
+                                     [s, m, sh](benchmark::State& st) { bench_quant(st, s, m, sh.n, sh.k, true); })
             ->Apply(threads);
       }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "lathe/tensor/dtype.h"
 #include "lathe/tensor/quant_weight.h"
@@ -101,6 +102,38 @@ inline void quant_matmul(const QuantSpec& s, int64_t m, int64_t n, int64_t k, co
       double acc = accumulate ? y[i * ldy + j] : 0.0;
       for (int64_t p = 0; p < k; ++p)
         acc += static_cast<double>(x[i * ldx + p]) * dequantize_at(s, c, sc, mn, p);
+      y[i * ldy + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+// The integer-dot path (AVX-512 VNNI): x is quantised per unit of 32 inputs like an int8 weight, but
+// rounded to nearest even (the SIMD conversion's rounding): dx = max|x| / 127, xq = nearbyint(x / dx)
+// (x · (1 / dx) in f32; xq = 0 where dx = 0). Returns dx.
+inline float quantize_activation_unit(const float* x, int8_t* xq) {
+  float amax = 0.f;
+  for (int64_t j = 0; j < kQuantUnit; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float dx = amax / 127.f, id = dx != 0.f ? 1.f / dx : 0.f;
+  for (int64_t j = 0; j < kQuantUnit; ++j) xq[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  return dx;
+}
+
+// y[i, j] (=|+=) Σ_units dx_u · Σ_{p in u} deq(W)[j, p] · xq_p with x quantised by quantize_activation_unit:
+// what the integer-dot kernel computes (its integer sums are exact), here summed in double.
+inline void quant_matmul_q8_activations(const QuantSpec& s, int64_t m, int64_t n, int64_t k, const float* x,
+                                        int64_t ldx, const uint8_t* codes, const f16* scales, const f16* mins,
+                                        float* y, int64_t ldy, bool accumulate) {
+  const int64_t row_bytes = quant_row_bytes(s.format, k), groups = k / s.group;
+  std::vector<int8_t> xq(static_cast<size_t>(k));
+  std::vector<float> dx(static_cast<size_t>(k / kQuantUnit));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t u = 0; u < k / kQuantUnit; ++u)
+      dx[u] = quantize_activation_unit(x + i * ldx + u * kQuantUnit, xq.data() + u * kQuantUnit);
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = accumulate ? y[i * ldy + j] : 0.0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += dequantize_at(s, codes + j * row_bytes, scales + j * groups, mins ? mins + j * groups : nullptr, p) *
+               static_cast<double>(dx[p / kQuantUnit]) * xq[p];
       y[i * ldy + j] = static_cast<float>(acc);
     }
   }

@@ -195,6 +195,89 @@ TEST_P(QuantGemmTierTest, RowsIndependentOfBatch) {
   }
 }
 
+// The integer-dot kernel (AVX-512 VNNI) against the reference that quantises x the same way
+// (ref::quant_matmul_q8_activations): its integer sums are exact, and the f32 steps (per lane dx·dw·sum,
+// the offset correction off·dw·T_g, 16-lane sums) are within a few roundings of a magnitude that counts
+// the offset codes too: Σ_p (|w_p| + off·|d| + |m|)·dx·|xq_p|, times k/16 + 8 roundings of 2^-24 each.
+// Against the f32 reference, the activations' own rounding adds at most Σ_p |w_p|·dx/2.
+TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
+  if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  const KernelShape shapes[] = {{1, 32}, {3, 64}, {37, 96}, {130, 128}, {257, 256}, {300, 256}, {5, 4096}};
+  constexpr int64_t kMaxM = kQuantGemvMaxM;
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2)};
+  std::mt19937 rng(13);
+  for (const QuantSpec& s : kSpecs)
+    for (const KernelShape& sh : shapes) {
+      if (sh.k % s.group) continue;
+      const Packed p = pack(s, sh.n, sh.k, rng);
+      const f16* mins = quant_has_mins(s.format) ? p.mins.data() : nullptr;
+      const std::vector<float> x = random_x(kMaxM, sh.k, rng);
+      std::vector<float> bias = random_x(kMaxM, sh.n, rng);
+      std::vector<float> expect(static_cast<size_t>(kMaxM * sh.n)), exact(expect.size()), expect_acc = bias;
+      ref::quant_matmul_q8_activations(s, kMaxM, sh.n, sh.k, x.data(), sh.k, p.codes.data(), p.scales.data(), mins,
+                                       expect.data(), sh.n, false);
+      ref::quant_matmul_q8_activations(s, kMaxM, sh.n, sh.k, x.data(), sh.k, p.codes.data(), p.scales.data(), mins,
+                                       expect_acc.data(), sh.n, true);
+      ref::quant_matmul(s, kMaxM, sh.n, sh.k, x.data(), sh.k, p.codes.data(), p.scales.data(), mins, exact.data(), sh.n,
+                        false);
+      // Per output: the rounding magnitude and the activation-rounding bound.
+      std::vector<double> mag(expect.size(), 0.0), act(expect.size(), 0.0);
+      std::vector<int8_t> xq(static_cast<size_t>(sh.k));
+      std::vector<float> dx(static_cast<size_t>(sh.k / 32)), wrow(static_cast<size_t>(sh.k));
+      const double off = s.format == QuantFormat::kInt8 ? 128 : s.format == QuantFormat::kInt4 ? 8 : 0;
+      for (int64_t i = 0; i < kMaxM; ++i) {
+        for (int64_t u = 0; u < sh.k / 32; ++u) dx[u] = ref::quantize_activation_unit(x.data() + i * sh.k + u * 32, xq.data() + u * 32);
+        for (int64_t j = 0; j < sh.n; ++j) {
+          quant_dequantize_rows(p.view(), j, j + 1, wrow.data());
+          for (int64_t c = 0; c < sh.k; ++c) {
+            const int64_t g = j * (sh.k / s.group) + c / s.group;
+            const double d = std::fabs(f16_to_f32(p.scales[g])), m = mins ? std::fabs(f16_to_f32(mins[g])) : 0.0;
+            mag[i * sh.n + j] += (std::fabs(wrow[c]) + off * d + m) * dx[c / 32] * std::abs(xq[c]);
+            act[i * sh.n + j] += std::fabs(wrow[c]) * dx[c / 32] * 0.5;
+          }
+        }
+      }
+      for (int64_t m = 1; m <= kMaxM; ++m)
+        for (const ThreadPool& pool : pools)
+          for (bool acc : {false, true}) {
+            std::vector<float> y = acc ? bias : std::vector<float>(expect.size(), NAN);
+            quant_gemm_vnni(m, x.data(), sh.k, p.view(), y.data(), sh.n, acc, pool);
+            for (int64_t i = 0; i < kMaxM; ++i)
+              for (int64_t j = 0; j < sh.n; ++j) {
+                const size_t at = static_cast<size_t>(i * sh.n + j);
+                if (i >= m) {
+                  if (acc) ASSERT_EQ(y[at], bias[at]);
+                  else ASSERT_TRUE(std::isnan(y[at]));
+                  continue;
+                }
+                const double tol = (sh.k / 16.0 + 8) * std::ldexp(1.0, -24) * (mag[at] + (acc ? std::fabs(bias[at]) : 0.0)) + 1e-30;
+                ASSERT_NEAR(y[at], acc ? expect_acc[at] : expect[at], tol)
+                    << quant_spec_name(s) << " n " << sh.n << " k " << sh.k << " m " << m << " acc " << acc << " at ("
+                    << i << ", " << j << ")";
+                if (!acc) {
+                  ASSERT_NEAR(y[at], exact[at], act[at] + tol) << quant_spec_name(s) << " vs f32 activations";
+                }
+              }
+          }
+    }
+}
+
+TEST(QuantGemmVnni, RowsIndependentOfBatch) {
+  if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  for (const QuantSpec& s : kSpecs) {
+    const Packed p = pack(s, 67, 384, rng);
+    const std::vector<float> x = random_x(kQuantGemvMaxM, p.k, rng);
+    std::vector<float> all(static_cast<size_t>(kQuantGemvMaxM * p.n)), one(static_cast<size_t>(p.n));
+    quant_gemm_vnni(kQuantGemvMaxM, x.data(), p.k, p.view(), all.data(), p.n, false, pool);
+    for (int64_t i = 0; i < kQuantGemvMaxM; ++i) {
+      quant_gemm_vnni(1, x.data() + i * p.k, p.k, p.view(), one.data(), p.n, false, pool);
+      for (int64_t j = 0; j < p.n; ++j) ASSERT_EQ(all[i * p.n + j], one[j]) << quant_spec_name(s) << " row " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, QuantGemmTierTest, ::testing::Values(CpuTier::kScalar, CpuTier::kAvx2, CpuTier::kAvx512),
                          [](const auto& info) { return std::string(cpu_tier_name(info.param)); });
 
