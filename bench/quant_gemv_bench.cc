@@ -53,9 +53,12 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
   int next = 0;
   for (auto _ : st) {
     const Packed& w = ws[next];
-    const lathe::cpu::QuantMatrix mat{s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    if (vnni) lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
-    else lathe::cpu::quant_gemm_with(lathe::cpu::cpu_tier(), m, x.data(), k, mat, y.data(), n, false, pool);
+    const lathe::cpu::QuantMatrix mat{
+        s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
+    if (vnni)
+      lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
+    else
+      lathe::cpu::quant_gemm_with(lathe::cpu::cpu_tier(), m, x.data(), k, mat, y.data(), n, false, pool);
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % n_copies;
   }
@@ -74,15 +77,14 @@ void register_all() {
     for (const Shape& sh : {Shape{"N8192_K2048", 8192, 2048}, Shape{"N2048_K8192", 2048, 8192}})
       for (int64_t m : {1, 4, 16, 32}) {
         const QuantSpec s = lathe::parse_quant_spec(format);
-        const std::string name =
-            std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [s, m, sh](benchmark::State& st) { bench_quant(st, s, m, sh.n, sh.k, false); })
-            ->Apply(threads);
+        const std::string name = std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {
+          bench_quant(st, s, m, sh.n, sh.k, false);
+        })->Apply(threads);
         if (m > lathe::cpu::kQuantGemvMaxM || !lathe::cpu::quant_cpu_has_vnni()) continue;
-        benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(),
-                                     [s, m, sh](benchmark::State& st) { bench_quant(st, s, m, sh.n, sh.k, true); })
-            ->Apply(threads);
+        benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
+          bench_quant(st, s, m, sh.n, sh.k, true);
+        })->Apply(threads);
       }
 }
 

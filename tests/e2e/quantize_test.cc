@@ -94,8 +94,10 @@ TEST(Quantize, LogitsWithinTheFormatsError) {
     const double err = relative_error(got, want), bound = (4.0 * f32->config().n_layers + 1) * eps;
     EXPECT_GT(err, 0.0) << format << ": the quantised model gave the f32 logits exactly";
     EXPECT_LT(err, bound) << format << ": weight error " << eps;
-    if (spec.format == QuantFormat::kInt8) int8_error = err;
-    else EXPECT_GT(err, int8_error) << format << " beat int8";
+    if (spec.format == QuantFormat::kInt8)
+      int8_error = err;
+    else
+      EXPECT_GT(err, int8_error) << format << " beat int8";
     // Same weights in f32 (force_f32 dequantises): only the summation order differs, a few f32 roundings
     // (2^-24 each, times up to K = 128 terms) per matmul.
     const Tensor deq = logits_of(*Model::load(dir, {.force_f32 = true}));

@@ -14,15 +14,16 @@ const CommandSpec& quantize_spec() {
       .name = "quantize",
       .usage = "IN_DIR OUT_DIR --format int8|int4|int4-g32|int4-g64|int4-g128 [options]",
       .brief = "write a model folder with its Linear weights quantised (int8 or int4 groups)",
-      .summary = "Writes OUT_DIR (new or empty) as a Hugging Face folder: IN_DIR's tensors with every plain Linear\n"
-                 "weight stored quantised along its input dimension (int8: Q8_0-style, scale per 32; int4:\n"
-                 "Q4_0-style symmetric, scale per 32; int4-gN: asymmetric, scale and minimum per N = 32, 64 or\n"
-                 "128), the rest as stored, and config.json with a quantization_config. Embeddings, norms, MoE\n"
-                 "experts, a tied LM head and GPT-2's transposed Conv1D weights stay as they are. Layout:\n"
-                 "docs/quantization.md.\n",
+      .summary =
+          "Writes OUT_DIR (new or empty) as a Hugging Face folder: IN_DIR's tensors with every plain Linear\n"
+          "weight stored quantised along its input dimension (int8: Q8_0-style, scale per 32; int4:\n"
+          "Q4_0-style symmetric, scale per 32; int4-gN: asymmetric, scale and minimum per N = 32, 64 or\n"
+          "128), the rest as stored, and config.json with a quantization_config. Embeddings, norms, MoE\n"
+          "experts, a tied LM head and GPT-2's transposed Conv1D weights stay as they are. Layout:\n"
+          "docs/quantization.md.\n",
       .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64 or int4-g128 (required)"},
-                  {"--skip", "A,B", "modules to keep unquantised: a path or its last parts (lm_head, down_proj, ...); repeatable",
-                   true},
+                  {"--skip", "A,B",
+                   "modules to keep unquantised: a path or its last parts (lm_head, down_proj, ...); repeatable", true},
                   {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"}}};
   return spec;
 }

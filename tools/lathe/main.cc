@@ -73,7 +73,8 @@ void usage() {
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
                                   &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
                                   &pretrain_spec(), &sft_spec(), &dpo_spec(), &distill_spec(), &distill_cache_spec(),
-                                  &merge_spec(), &quantize_spec(), &plot_spec(), &checkpoint_verify_spec(), &chat_template_spec(),
+                                  &merge_spec(), &quantize_spec(), &plot_spec(), &checkpoint_verify_spec(),
+                                  &chat_template_spec(),
                                   &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
     s += help_overview(*spec);
   s +=

@@ -89,8 +89,8 @@ void check_quantization_config(const json& cfg) {
     return;
   }
   throw NotImplemented(str_cat("config.json: 'quantization_config' (quant_method '", method,
-                               "'): quantized checkpoints other than lathe's own (lathe quantize) are not supported; "
-                               "use the unquantized weights"));
+                               "'): quantized checkpoints other than lathe's own (lathe quantize) are not "
+                               "supported; use the unquantized weights"));
 }
 
 std::vector<int> hf_token_ids(const json& cfg, const char* key) {

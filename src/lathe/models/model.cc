@@ -113,11 +113,12 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     });
     // A quantised weight's codes are counted above (its 1-byte dtype); its scales and mins come on top.
     for (const TensorBinding& b : m->bindings_)
-      for (const char* part : {".scales", ".mins"})
-        if (qspec && ckpt.contains(quant_stem(b.name) + part))
-          bytes += HugePageArena::footprint(static_cast<size_t>(shape_numel(ckpt.entry(quant_stem(b.name) + part).shape)) *
-                                            sizeof(f16)) +
-                   HugePageArena::kAlignment;
+      for (const char* part : {".scales", ".mins"}) {
+        const std::string name = quant_stem(b.name) + part;
+        if (!qspec || !ckpt.contains(name)) continue;
+        const size_t n = static_cast<size_t>(shape_numel(ckpt.entry(name).shape));
+        bytes += HugePageArena::footprint(n * sizeof(f16)) + HugePageArena::kAlignment;
+      }
     arena.emplace(bytes);
   }
   std::set<std::string> used;
@@ -129,7 +130,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     const std::string stem = quant_stem(b.name);
     if (!qspec || !ckpt.contains(stem + ".scales")) continue;
     LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
-                    ckpt.file_of(b.name), ": '", b.name, "' is stored quantised, but only a plain Linear weight can be");
+                    ckpt.file_of(b.name), ": '", b.name,
+                    "' is stored quantised, but only a plain Linear weight can be");
     Linear& lin = *linear_of[b.slots[0]];
     QuantWeight q;
     q.spec = *qspec;

@@ -28,8 +28,7 @@ bool is_rewritten(const std::string& name) {
 }  // namespace
 
 bool quant_module_matches(const std::string& module, const std::string& pattern) {
-  return !pattern.empty() &&
-         (module == pattern || (module.size() > pattern.size() && module.ends_with("." + pattern)));
+  return !pattern.empty() && (module == pattern || (module.size() > pattern.size() && module.ends_with("." + pattern)));
 }
 
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
@@ -89,8 +88,10 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 
   nlohmann::json config = model->config().hf_config;
-  nlohmann::json qc = {{"quant_method", "lathe"}, {"format", quant_spec_name(opts.spec)},
-                       {"group_size", opts.spec.group}, {"bits", opts.spec.format == QuantFormat::kInt8 ? 8 : 4},
+  nlohmann::json qc = {{"quant_method", "lathe"},
+                       {"format", quant_spec_name(opts.spec)},
+                       {"group_size", opts.spec.group},
+                       {"bits", opts.spec.format == QuantFormat::kInt8 ? 8 : 4},
                        {"symmetric", opts.spec.format != QuantFormat::kInt4Asym}};
   nlohmann::json kept = nlohmann::json::array();
   for (const std::string& k : report.kept) kept.push_back(k.substr(0, k.find(':')));

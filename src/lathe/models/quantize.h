@@ -19,7 +19,7 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
   int n_quantized = 0;
-  std::vector<std::string> kept;  // "module: why" for each Linear left as it was
+  std::vector<std::string> kept;       // "module: why" for each Linear left as it was
   size_t bytes_in = 0, bytes_out = 0;  // tensor bytes read and written
 };
 

@@ -44,8 +44,10 @@ inline void quantize_row(const QuantSpec& s, const float* x, int64_t k, uint8_t*
       for (int64_t j = 0; j < g; ++j) amax = std::max(amax, std::fabs(xb[j]));
       const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
       scales[b] = f32_to_f16(d);
-      for (int64_t j = 0; j < g; ++j) set_quant_code(s.format, codes, b * g + j, static_cast<int>(std::round(xb[j] * id)));
-    } else if (s.format == QuantFormat::kInt4) {  // d = (signed value of largest |x|) / -8, q = x/d + 8 rounded up at .5
+      for (int64_t j = 0; j < g; ++j)
+        set_quant_code(s.format, codes, b * g + j, static_cast<int>(std::round(xb[j] * id)));
+    } else if (s.format ==
+               QuantFormat::kInt4) {  // d = (signed value of largest |x|) / -8, q = x/d + 8 rounded up at .5
       float amax = 0.f, vmax = 0.f;
       for (int64_t j = 0; j < g; ++j)
         if (std::fabs(xb[j]) > amax) {
@@ -66,7 +68,8 @@ inline void quantize_row(const QuantSpec& s, const float* x, int64_t k, uint8_t*
       scales[b] = f32_to_f16(d);
       mins[b] = f32_to_f16(lo);
       for (int64_t j = 0; j < g; ++j)
-        set_quant_code(s.format, codes, b * g + j, std::min(15, static_cast<int>(std::floor((xb[j] - lo) * id + 0.5f))));
+        set_quant_code(s.format, codes, b * g + j,
+                       std::min(15, static_cast<int>(std::floor((xb[j] - lo) * id + 0.5f))));
     }
   }
 }
@@ -76,9 +79,12 @@ inline float dequantize_at(const QuantSpec& s, const uint8_t* codes, const f16* 
   const int q = quant_code(s.format, codes, p);
   const float d = f16_to_f32(scales[p / s.group]);
   switch (s.format) {
-    case QuantFormat::kInt8: return d * static_cast<float>(q);
-    case QuantFormat::kInt4: return d * static_cast<float>(q - 8);
-    default: return d * static_cast<float>(q) + f16_to_f32(mins[p / s.group]);
+    case QuantFormat::kInt8:
+      return d * static_cast<float>(q);
+    case QuantFormat::kInt4:
+      return d * static_cast<float>(q - 8);
+    default:
+      return d * static_cast<float>(q) + f16_to_f32(mins[p / s.group]);
   }
 }
 
@@ -100,8 +106,7 @@ inline void quant_matmul(const QuantSpec& s, int64_t m, int64_t n, int64_t k, co
     const f16* mn = mins ? mins + j * groups : nullptr;
     for (int64_t i = 0; i < m; ++i) {
       double acc = accumulate ? y[i * ldy + j] : 0.0;
-      for (int64_t p = 0; p < k; ++p)
-        acc += static_cast<double>(x[i * ldx + p]) * dequantize_at(s, c, sc, mn, p);
+      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(x[i * ldx + p]) * dequantize_at(s, c, sc, mn, p);
       y[i * ldy + j] = static_cast<float>(acc);
     }
   }
@@ -121,8 +126,8 @@ inline float quantize_activation_unit(const float* x, int8_t* xq) {
 // y[i, j] (=|+=) Σ_units dx_u · Σ_{p in u} deq(W)[j, p] · xq_p with x quantised by quantize_activation_unit:
 // what the integer-dot kernel computes (its integer sums are exact), here summed in double.
 inline void quant_matmul_q8_activations(const QuantSpec& s, int64_t m, int64_t n, int64_t k, const float* x,
-                                        int64_t ldx, const uint8_t* codes, const f16* scales, const f16* mins,
-                                        float* y, int64_t ldy, bool accumulate) {
+                                        int64_t ldx, const uint8_t* codes, const f16* scales, const f16* mins, float* y,
+                                        int64_t ldy, bool accumulate) {
   const int64_t row_bytes = quant_row_bytes(s.format, k), groups = k / s.group;
   std::vector<int8_t> xq(static_cast<size_t>(k));
   std::vector<float> dx(static_cast<size_t>(k / kQuantUnit));

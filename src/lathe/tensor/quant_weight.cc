@@ -11,23 +11,27 @@ QuantSpec parse_quant_spec(std::string_view name) {
   if (name == "int4-g32") return {QuantFormat::kInt4Asym, 32};
   if (name == "int4-g64") return {QuantFormat::kInt4Asym, 64};
   if (name == "int4-g128") return {QuantFormat::kInt4Asym, 128};
-  throw InvalidArgument(str_cat("unknown quantisation format '", name,
-                                "' (expected int8, int4, int4-g32, int4-g64 or int4-g128)"));
+  throw InvalidArgument(
+      str_cat("unknown quantisation format '", name, "' (expected int8, int4, int4-g32, int4-g64 or int4-g128)"));
 }
 
 std::string quant_spec_name(const QuantSpec& s) {
   switch (s.format) {
-    case QuantFormat::kInt8: return "int8";
-    case QuantFormat::kInt4: return "int4";
-    case QuantFormat::kInt4Asym: return "int4-g" + std::to_string(s.group);
-    case QuantFormat::kCount: break;
+    case QuantFormat::kInt8:
+      return "int8";
+    case QuantFormat::kInt4:
+      return "int4";
+    case QuantFormat::kInt4Asym:
+      return "int4-g" + std::to_string(s.group);
+    case QuantFormat::kCount:
+      break;
   }
   return "?";
 }
 
 void check_quant_spec(const QuantSpec& s) {
   const bool ok = s.format == QuantFormat::kInt4Asym ? (s.group == 32 || s.group == 64 || s.group == 128)
-                                                      : (s.format < QuantFormat::kCount && s.group == 32);
+                                                     : (s.format < QuantFormat::kCount && s.group == 32);
   LATHE_CHECK_ARG(ok, "[quantize] format ", quant_spec_name(s), " does not take group size ", s.group);
 }
 
@@ -47,8 +51,10 @@ void QuantWeight::check(const std::string& where) const {
                     ", got ", t.defined() ? str_cat(dtype_name(t.dtype()), " ", shape_str(t.shape())) : "none");
   };
   check_f16(scales, "scales");
-  if (quant_has_mins(spec.format)) check_f16(mins, "mins");
-  else LATHE_CHECK_ARG(!mins.defined(), where, ": ", quant_spec_name(spec), " has no mins");
+  if (quant_has_mins(spec.format))
+    check_f16(mins, "mins");
+  else
+    LATHE_CHECK_ARG(!mins.defined(), where, ": ", quant_spec_name(spec), " has no mins");
 }
 
 }  // namespace lathe

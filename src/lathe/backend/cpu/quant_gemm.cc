@@ -15,9 +15,12 @@ namespace {
 
 QuantGemvFn gemv_for(CpuTier tier) {
   switch (tier) {
-    case CpuTier::kAvx512: return quant_gemv_avx512;
-    case CpuTier::kAvx2: return quant_gemv_avx2;
-    default: return quant_gemv_scalar;
+    case CpuTier::kAvx512:
+      return quant_gemv_avx512;
+    case CpuTier::kAvx2:
+      return quant_gemv_avx2;
+    default:
+      return quant_gemv_scalar;
   }
 }
 
@@ -40,8 +43,8 @@ void gemm_panels(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, f
 
 }  // namespace
 
-void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y,
-                     int64_t ldy, bool accumulate, const ThreadPool& pool) {
+void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                     bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kQuantGemvMaxM) return gemm_panels(m, x, ldx, w, y, ldy, accumulate, pool);
   const QuantGemvFn fn = gemv_for(tier);

@@ -31,16 +31,16 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
                 const ThreadPool& pool);
 
 // The same with an explicit tier (tests run every tier the CPU has).
-void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y,
-                     int64_t ldy, bool accumulate, const ThreadPool& pool);
+void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                     bool accumulate, const ThreadPool& pool);
 
 // Rows of x up to which the decode GEMV runs (beyond: dequantised panels and the f32 GEMM).
 inline constexpr int kQuantGemvMaxM = 16;
 
 // The decode GEMV of one tier on W rows [j0, j1): the kernels the dispatcher splits over workers. Every
 // output is summed in an order that depends on k only, so row i of an m-row call equals row i alone.
-using QuantGemvFn = void (*)(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1,
-                             float* y, int64_t ldy, bool accumulate);
+using QuantGemvFn = void (*)(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                             int64_t ldy, bool accumulate);
 void quant_gemv_scalar(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                        int64_t ldy, bool accumulate);
 void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,

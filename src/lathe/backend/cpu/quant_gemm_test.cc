@@ -2,20 +2,24 @@
 // it on every instruction tier this CPU can run: every format, M = 1..17 (decode GEMV up to 16, the
 // dequantised-panel GEMM from 17), odd N, K across group boundaries, 1 and 2 threads, with and without a
 // seeded y (bias).
+#include "lathe/backend/cpu/quant_gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/ref/quant.h"
 
 namespace lathe::cpu {
 namespace {
 
-const QuantSpec kSpecs[] = {{QuantFormat::kInt8, 32},     {QuantFormat::kInt4, 32},      {QuantFormat::kInt4Asym, 32},
-                            {QuantFormat::kInt4Asym, 64}, {QuantFormat::kInt4Asym, 128}};
+const QuantSpec kSpecs[] = {{QuantFormat::kInt8, 32},
+                            {QuantFormat::kInt4, 32},
+                            {QuantFormat::kInt4Asym, 32},
+                            {QuantFormat::kInt4Asym, 64},
+                            {QuantFormat::kInt4Asym, 128}};
 
 // A W [n, k] quantised by the reference, with its storage.
 struct Packed {
@@ -71,7 +75,8 @@ TEST(QuantRef, DequantisedWeightsWithinTheFormatsError) {
         const float x = p.w[j * p.k + c];
         const float steps = s.format == QuantFormat::kInt4 ? 1.f : 0.5f;
         const float qmax = s.format == QuantFormat::kInt8 ? 127.f : 15.f;
-        const float m = s.format == QuantFormat::kInt4Asym ? std::fabs(f16_to_f32(p.mins[j * groups + c / s.group])) : 0.f;
+        const float m =
+            s.format == QuantFormat::kInt4Asym ? std::fabs(f16_to_f32(p.mins[j * groups + c / s.group])) : 0.f;
         const float tol = steps * d * (1.f + 1e-3f) + std::ldexp(qmax * d + m, -11) + 1e-7f;
         ASSERT_LE(std::fabs(got - x), tol) << quant_spec_name(s) << " row " << j << " col " << c;
       }
@@ -164,15 +169,18 @@ TEST_P(QuantGemmTierTest, MatchesReference) {
               for (int64_t j = 0; j < sh.n; ++j) {
                 const size_t at = static_cast<size_t>(i * sh.n + j);
                 if (i >= m) {  // rows past m untouched
-                  if (acc) ASSERT_EQ(y[at], bias[at]);
-                  else ASSERT_TRUE(std::isnan(y[at]));
+                  if (acc)
+                    ASSERT_EQ(y[at], bias[at]);
+                  else
+                    ASSERT_TRUE(std::isnan(y[at]));
                   continue;
                 }
                 const double want = acc ? expect_acc[at] : expect[at];
-                const double tol = 2.0 * sh.k * std::ldexp(1.0, -24) * (mag[at] + (acc ? std::fabs(bias[at]) : 0.0)) + 1e-30;
-                ASSERT_NEAR(y[at], want, tol) << quant_spec_name(s) << " n " << sh.n << " k " << sh.k << " m " << m
-                                              << " threads " << pool.n_threads() << " acc " << acc << " at (" << i
-                                              << ", " << j << ")";
+                const double tol =
+                    2.0 * sh.k * std::ldexp(1.0, -24) * (mag[at] + (acc ? std::fabs(bias[at]) : 0.0)) + 1e-30;
+                ASSERT_NEAR(y[at], want, tol)
+                    << quant_spec_name(s) << " n " << sh.n << " k " << sh.k << " m " << m << " threads "
+                    << pool.n_threads() << " acc " << acc << " at (" << i << ", " << j << ")";
               }
           }
     }
@@ -226,7 +234,8 @@ TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
       std::vector<float> dx(static_cast<size_t>(sh.k / 32)), wrow(static_cast<size_t>(sh.k));
       const double off = s.format == QuantFormat::kInt8 ? 128 : s.format == QuantFormat::kInt4 ? 8 : 0;
       for (int64_t i = 0; i < kMaxM; ++i) {
-        for (int64_t u = 0; u < sh.k / 32; ++u) dx[u] = ref::quantize_activation_unit(x.data() + i * sh.k + u * 32, xq.data() + u * 32);
+        for (int64_t u = 0; u < sh.k / 32; ++u)
+          dx[u] = ref::quantize_activation_unit(x.data() + i * sh.k + u * 32, xq.data() + u * 32);
         for (int64_t j = 0; j < sh.n; ++j) {
           quant_dequantize_rows(p.view(), j, j + 1, wrow.data());
           for (int64_t c = 0; c < sh.k; ++c) {
@@ -246,11 +255,14 @@ TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
               for (int64_t j = 0; j < sh.n; ++j) {
                 const size_t at = static_cast<size_t>(i * sh.n + j);
                 if (i >= m) {
-                  if (acc) ASSERT_EQ(y[at], bias[at]);
-                  else ASSERT_TRUE(std::isnan(y[at]));
+                  if (acc)
+                    ASSERT_EQ(y[at], bias[at]);
+                  else
+                    ASSERT_TRUE(std::isnan(y[at]));
                   continue;
                 }
-                const double tol = (sh.k / 16.0 + 8) * std::ldexp(1.0, -24) * (mag[at] + (acc ? std::fabs(bias[at]) : 0.0)) + 1e-30;
+                const double tol =
+                    (sh.k / 16.0 + 8) * std::ldexp(1.0, -24) * (mag[at] + (acc ? std::fabs(bias[at]) : 0.0)) + 1e-30;
                 ASSERT_NEAR(y[at], acc ? expect_acc[at] : expect[at], tol)
                     << quant_spec_name(s) << " n " << sh.n << " k " << sh.k << " m " << m << " acc " << acc << " at ("
                     << i << ", " << j << ")";

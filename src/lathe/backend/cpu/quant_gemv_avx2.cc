@@ -116,8 +116,10 @@ LATHE_AVX2 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, i
   for (int64_t jb = j0; jb < j1; jb += block) {
     const int64_t je = std::min(j1, jb + block);
     for (int i0 = 0; i0 < m; i0 += kXRows) {
-      if (m - i0 == 1) rows<F, 1>(x + i0 * ldx, ldx, w, jb, je, y + i0 * ldy, ldy, accumulate);
-      else rows<F, 2>(x + i0 * ldx, ldx, w, jb, je, y + i0 * ldy, ldy, accumulate);
+      if (m - i0 == 1)
+        rows<F, 1>(x + i0 * ldx, ldx, w, jb, je, y + i0 * ldy, ldy, accumulate);
+      else
+        rows<F, 2>(x + i0 * ldx, ldx, w, jb, je, y + i0 * ldy, ldy, accumulate);
     }
   }
 }
@@ -127,9 +129,12 @@ LATHE_AVX2 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, i
 void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                      int64_t ldy, bool accumulate) {
   switch (w.spec.format) {
-    case QuantFormat::kInt8: return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
-    case QuantFormat::kInt4: return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
-    default: return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt8:
+      return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt4:
+      return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    default:
+      return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
   }
 }
 

@@ -20,16 +20,15 @@
 namespace lathe::cpu {
 namespace {
 
-constexpr int kRows = 4;   // W rows per tile
-constexpr int kXRows = 4;  // x rows per tile
+constexpr int kRows = 4;     // W rows per tile
+constexpr int kXRows = 4;    // x rows per tile
 constexpr int64_t kJb = 16;  // W rows per block when m > 4
 
 // Unit u of W row `codes` with its group's scale d (and, int4-asym, minimum b) -> two f32 vectors of
 // inputs [32u, 32u + 16) and [32u + 16, 32u + 32). int4's q - 8 is taken on the bytes, so int8 and int4
 // both dequantise as d·q (exact in f32: an 11-bit scale times a code of at most 8 bits).
 template <QuantFormat F>
-LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512 d, __m512 b, __m512& w0,
-                                           __m512& w1) {
+LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512 d, __m512 b, __m512& w0, __m512& w1) {
   if constexpr (F == QuantFormat::kInt8) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + u * 32));
     w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
@@ -56,7 +55,7 @@ LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512
 // group's value is broadcast: no scalar conversion and no division in the unit loop.
 template <QuantFormat F, int MB, int R>
 LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
-                         bool accumulate) {
+                       bool accumulate) {
   constexpr bool kMins = F == QuantFormat::kInt4Asym;
   const int64_t k = w.k, group_units = w.spec.group / 32, groups = k / w.spec.group;
   const int64_t row_bytes = quant_row_bytes(F, k);
@@ -113,8 +112,8 @@ LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_
 }
 
 template <QuantFormat F, int MB>
-LATHE_AVX512 void rows(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
-                         int64_t ldy, bool accumulate) {
+LATHE_AVX512 void rows(const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y, int64_t ldy,
+                       bool accumulate) {
   int64_t j = j0;
   for (; j + kRows <= j1; j += kRows) tile<F, MB, kRows>(x, ldx, w, j, y, ldy, accumulate);
   for (; j < j1; ++j) tile<F, MB, 1>(x, ldx, w, j, y, ldy, accumulate);
@@ -122,7 +121,7 @@ LATHE_AVX512 void rows(const float* x, int64_t ldx, const QuantMatrix& w, int64_
 
 template <QuantFormat F>
 LATHE_AVX512 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
-                         int64_t ldy, bool accumulate) {
+                       int64_t ldy, bool accumulate) {
   const int64_t block = m <= kXRows ? j1 - j0 : kJb;
   for (int64_t jb = j0; jb < j1; jb += block) {
     const int64_t je = std::min(j1, jb + block);
@@ -130,10 +129,18 @@ LATHE_AVX512 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w,
       const float* xi = x + i0 * ldx;
       float* yi = y + i0 * ldy;
       switch (std::min(kXRows, m - i0)) {
-        case 1: rows<F, 1>(xi, ldx, w, jb, je, yi, ldy, accumulate); break;
-        case 2: rows<F, 2>(xi, ldx, w, jb, je, yi, ldy, accumulate); break;
-        case 3: rows<F, 3>(xi, ldx, w, jb, je, yi, ldy, accumulate); break;
-        default: rows<F, 4>(xi, ldx, w, jb, je, yi, ldy, accumulate); break;
+        case 1:
+          rows<F, 1>(xi, ldx, w, jb, je, yi, ldy, accumulate);
+          break;
+        case 2:
+          rows<F, 2>(xi, ldx, w, jb, je, yi, ldy, accumulate);
+          break;
+        case 3:
+          rows<F, 3>(xi, ldx, w, jb, je, yi, ldy, accumulate);
+          break;
+        default:
+          rows<F, 4>(xi, ldx, w, jb, je, yi, ldy, accumulate);
+          break;
       }
     }
   }
@@ -144,9 +151,12 @@ LATHE_AVX512 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w,
 void quant_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                        int64_t ldy, bool accumulate) {
   switch (w.spec.format) {
-    case QuantFormat::kInt8: return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
-    case QuantFormat::kInt4: return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
-    default: return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt8:
+      return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt4:
+      return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    default:
+      return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
   }
 }
 

@@ -47,8 +47,8 @@ LATHE_AVX512_VNNI inline __m512i pair_codes(const uint8_t* codes, int64_t p, boo
 }
 
 template <QuantFormat F, int MB, int R>
-LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y,
-                            int64_t ldy, bool accumulate) {
+LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
+                            bool accumulate) {
   const int64_t k = w.k, units = k / 32, pairs = (units + 1) / 2, gu = w.spec.group / 32, groups = k / w.spec.group;
   const int64_t row_bytes = quant_row_bytes(F, k);
   // -off·dw (+ m): the coefficient of T_g (see the top of the file).
@@ -75,8 +75,9 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
     const int64_t p1 = std::min(pairs, ((g0 + 16) * gu + 1) / 2);
     for (int64_t p = g0 * gu / 2; p < p1; ++p) {
       // Each lane's group, relative to g0: units 2p and 2p + 1 may sit in two groups (group 32).
-      const __m512i idx = _mm512_mask_blend_epi32(kSecondUnitLanes<F>, _mm512_set1_epi32(static_cast<int>(2 * p / gu - g0)),
-                                                  _mm512_set1_epi32(static_cast<int>((2 * p + 1) / gu - g0)));
+      const __m512i idx =
+          _mm512_mask_blend_epi32(kSecondUnitLanes<F>, _mm512_set1_epi32(static_cast<int>(2 * p / gu - g0)),
+                                  _mm512_set1_epi32(static_cast<int>((2 * p + 1) / gu - g0)));
       const bool two = 2 * p + 1 < units;
       __m512i c[R];
       __m512 dw[R];
@@ -129,10 +130,18 @@ LATHE_AVX512_VNNI void gemv(const QuantActivations& a, const QuantMatrix& w, int
     for (int i0 = 0; i0 < m; i0 += kXRows) {
       float* yi = y + i0 * ldy;
       switch (std::min(kXRows, m - i0)) {
-        case 1: rows<F, 1>(a, i0, w, jb, je, yi, ldy, accumulate); break;
-        case 2: rows<F, 2>(a, i0, w, jb, je, yi, ldy, accumulate); break;
-        case 3: rows<F, 3>(a, i0, w, jb, je, yi, ldy, accumulate); break;
-        default: rows<F, 4>(a, i0, w, jb, je, yi, ldy, accumulate); break;
+        case 1:
+          rows<F, 1>(a, i0, w, jb, je, yi, ldy, accumulate);
+          break;
+        case 2:
+          rows<F, 2>(a, i0, w, jb, je, yi, ldy, accumulate);
+          break;
+        case 3:
+          rows<F, 3>(a, i0, w, jb, je, yi, ldy, accumulate);
+          break;
+        default:
+          rows<F, 4>(a, i0, w, jb, je, yi, ldy, accumulate);
+          break;
       }
     }
   }
@@ -184,18 +193,24 @@ LATHE_AVX512_VNNI void quantize_rows(const float* x, int64_t ldx, int64_t k, int
 
 void quantize_activations_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, QuantActivations& a) {
   switch (w.spec.format) {
-    case QuantFormat::kInt8: return quantize_rows<QuantFormat::kInt8>(x, ldx, w.k, w.spec.group, 0, m, a);
-    case QuantFormat::kInt4: return quantize_rows<QuantFormat::kInt4>(x, ldx, w.k, w.spec.group, 0, m, a);
-    default: return quantize_rows<QuantFormat::kInt4Asym>(x, ldx, w.k, w.spec.group, 0, m, a);
+    case QuantFormat::kInt8:
+      return quantize_rows<QuantFormat::kInt8>(x, ldx, w.k, w.spec.group, 0, m, a);
+    case QuantFormat::kInt4:
+      return quantize_rows<QuantFormat::kInt4>(x, ldx, w.k, w.spec.group, 0, m, a);
+    default:
+      return quantize_rows<QuantFormat::kInt4Asym>(x, ldx, w.k, w.spec.group, 0, m, a);
   }
 }
 
 void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                             int64_t ldy, bool accumulate) {
   switch (w.spec.format) {
-    case QuantFormat::kInt8: return gemv<QuantFormat::kInt8>(a, w, j0, j1, y, ldy, accumulate);
-    case QuantFormat::kInt4: return gemv<QuantFormat::kInt4>(a, w, j0, j1, y, ldy, accumulate);
-    default: return gemv<QuantFormat::kInt4Asym>(a, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt8:
+      return gemv<QuantFormat::kInt8>(a, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt4:
+      return gemv<QuantFormat::kInt4>(a, w, j0, j1, y, ldy, accumulate);
+    default:
+      return gemv<QuantFormat::kInt4Asym>(a, w, j0, j1, y, ldy, accumulate);
   }
 }
 

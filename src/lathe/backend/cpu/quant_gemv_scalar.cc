@@ -20,9 +20,15 @@ void dequantize_row_f32(const QuantMatrix& w, int64_t j, float* out) {
     const float q = static_cast<float>(ref::quant_code(w.spec.format, c, p));
     const float d = f16_to_f32(sc[p / w.spec.group]);
     switch (w.spec.format) {
-      case QuantFormat::kInt8: out[p] = q * d; break;
-      case QuantFormat::kInt4: out[p] = std::fma(q, d, -8.f * d); break;
-      default: out[p] = std::fma(q, d, f16_to_f32(mn[p / w.spec.group])); break;
+      case QuantFormat::kInt8:
+        out[p] = q * d;
+        break;
+      case QuantFormat::kInt4:
+        out[p] = std::fma(q, d, -8.f * d);
+        break;
+      default:
+        out[p] = std::fma(q, d, f16_to_f32(mn[p / w.spec.group]));
+        break;
     }
   }
 }
