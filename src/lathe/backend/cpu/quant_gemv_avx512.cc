@@ -50,6 +50,17 @@ LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512
   }
 }
 
+// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them (each group's scale
+// is a load its units wait on; quant_gemv_avx512_vnni.cc measured 2x at group 32 from this).
+inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
+  if (j + rows > w.n) return;
+  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
+  for (int64_t b = 0; b < bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
+    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
+  }
+}
+
 // Rows [j, j + R) of W against rows 0..MB of x (x, y already at the tile's first row). The scales (and
 // mins) of 16 groups at a time are widened in one vcvtph2ps per row into a small table, from which each
 // group's value is broadcast: no scalar conversion and no division in the unit loop.
@@ -65,6 +76,7 @@ LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   alignas(64) float ds[R][16], ms[R][16];
+  prefetch_next_scales(w, j + R, R, groups);
   for (int64_t g0 = 0; g0 < groups; g0 += 16) {
     const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, groups - g0)) - 1);
 #pragma GCC unroll 4

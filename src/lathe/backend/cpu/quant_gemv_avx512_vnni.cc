@@ -46,6 +46,17 @@ LATHE_AVX512_VNNI inline __m512i pair_codes(const uint8_t* codes, int64_t p, boo
   }
 }
 
+// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them: each 16-group chunk
+// starts with a load of them that the whole chunk waits on (at group 32 a 2x slower GEMV without this).
+LATHE_AVX512_VNNI inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
+  if (j + rows > w.n) return;
+  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
+  for (int64_t b = 0; b < bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
+    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
+  }
+}
+
 template <QuantFormat F, int MB, int R>
 LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
                             bool accumulate) {
@@ -58,6 +69,7 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
   for (int i = 0; i < MB; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  prefetch_next_scales(w, j + R, R, groups);
   for (int64_t g0 = 0; g0 < groups; g0 += 16) {
     const __mmask16 gmask = static_cast<__mmask16>((1u << std::min<int64_t>(16, groups - g0)) - 1);
     __m512 ds[R];
