@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -286,6 +287,42 @@ TEST(QuantGemmVnni, RowsIndependentOfBatch) {
     for (int64_t i = 0; i < kQuantGemvMaxM; ++i) {
       quant_gemm_vnni(1, x.data() + i * p.k, p.k, p.view(), one.data(), p.n, false, pool);
       for (int64_t j = 0; j < p.n; ++j) ASSERT_EQ(all[i * p.n + j], one[j]) << quant_spec_name(s) << " row " << i;
+    }
+  }
+}
+
+// x rows at an odd stride from a misaligned start, y rows with padding: the same results bit for bit as the
+// contiguous call (the kernels' summation order does not depend on where rows start), pad columns untouched.
+// Every tier the CPU has, and the VNNI kernel.
+TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
+  std::mt19937 rng(19);
+  ThreadPool pool(2);
+  for (const QuantSpec& s : kSpecs) {
+    const Packed p = pack(s, 70, 256, rng);
+    for (int64_t m : {1, 5, 16, 17}) {
+      const std::vector<float> x = random_x(m, p.k, rng);
+      const int64_t ldx = p.k + 3, ldy = p.n + 2;
+      std::vector<float> xs(static_cast<size_t>(m * ldx + 1), NAN);  // +1: rows start at float 1 (misaligned)
+      for (int64_t i = 0; i < m; ++i) std::copy_n(x.data() + i * p.k, p.k, xs.data() + 1 + i * ldx);
+      const auto run = [&](const auto& call) {
+        std::vector<float> y(static_cast<size_t>(m * p.n)), ys(static_cast<size_t>(m * ldy), -7.f);
+        call(x.data(), p.k, y.data(), p.n);
+        call(xs.data() + 1, ldx, ys.data(), ldy);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < p.n; ++j) ASSERT_EQ(ys[i * ldy + j], y[i * p.n + j]) << quant_spec_name(s) << " m " << m;
+          for (int64_t j = p.n; j < ldy; ++j) ASSERT_EQ(ys[i * ldy + j], -7.f) << "pad column written";
+        }
+      };
+      for (CpuTier tier : {CpuTier::kScalar, CpuTier::kAvx2, CpuTier::kAvx512}) {
+        if (tier > cpu_max_tier()) continue;
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_with(tier, m, xp, lx, p.view(), yp, ly, false, pool);
+        });
+      }
+      if (quant_cpu_has_vnni() && m <= kQuantGemvMaxM)
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_vnni(m, xp, lx, p.view(), yp, ly, false, pool);
+        });
     }
   }
 }
