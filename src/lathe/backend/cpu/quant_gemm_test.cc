@@ -309,7 +309,8 @@ TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
         call(x.data(), p.k, y.data(), p.n);
         call(xs.data() + 1, ldx, ys.data(), ldy);
         for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < p.n; ++j) ASSERT_EQ(ys[i * ldy + j], y[i * p.n + j]) << quant_spec_name(s) << " m " << m;
+          for (int64_t j = 0; j < p.n; ++j)
+            ASSERT_EQ(ys[i * ldy + j], y[i * p.n + j]) << quant_spec_name(s) << " m " << m;
           for (int64_t j = p.n; j < ldy; ++j) ASSERT_EQ(ys[i * ldy + j], -7.f) << "pad column written";
         }
       };
