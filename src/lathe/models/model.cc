@@ -54,7 +54,8 @@ size_t weight_arena_bytes(const std::vector<TensorBinding>& bindings,
 
 // The quantisation a checkpoint's config.json declares (docs/quantization.md), or nullopt for a plain one.
 std::optional<QuantSpec> checkpoint_quant_spec(const json& hf, const std::string& where) {
-  if (!hf.contains("quantization_config")) return std::nullopt;
+  // Absent or null: a plain checkpoint (config validation has refused any other quant_method already).
+  if (!hf.contains("quantization_config") || hf["quantization_config"].is_null()) return std::nullopt;
   const json& qc = hf["quantization_config"];
   const std::string method = qc.is_object() ? qc.value("quant_method", std::string()) : std::string();
   LATHE_CHECK_ARG(method == "lathe", where, ": quantization_config.quant_method '", method,

@@ -38,7 +38,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   NoGradGuard no_grad;
   // The model's structure tells which checkpoint tensors are plain Linear weights.
   const std::unique_ptr<Model> model = Model::load(in_dir, {.map_in_place = true});
-  LATHE_CHECK_ARG(!model->config().hf_config.contains("quantization_config"), in_dir,
+  const nlohmann::json& hf = model->config().hf_config;
+  LATHE_CHECK_ARG(!hf.contains("quantization_config") || hf["quantization_config"].is_null(), in_dir,
                   ": is already quantised (quantise the f32 / bf16 / f16 original)");
   std::map<const Tensor*, bool> is_linear;
   for_each_linear(model->weights(), [&](const Linear& l) { is_linear[&l.weight] = true; });
