@@ -44,7 +44,6 @@ void add_lora_rows(Tensor& y, const Tensor& x, const Linear& l, const ForwardOpt
   }
 }
 
-
 // A quantised Linear: y = x · deq(W)ᵀ + b, plus the served adapters. Its own adapter (QLoRA) is later work.
 Tensor quant_linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
   if (uses_lora(l, o))

@@ -183,7 +183,7 @@ LATHE_AVX512_VNNI float quantize_unit(const float* x, int64_t u, int8_t* pair_xq
 template <QuantFormat F>
 LATHE_AVX512_VNNI void quantize_rows(const float* x, int64_t ldx, int64_t k, int64_t group, int i0, int i1,
                                      QuantActivations& a) {
-  const int64_t units = k / 32, gu = group / 32;
+  const int64_t gu = group / 32;
   for (int i = i0; i < i1; ++i) {
     int8_t* xq = a.xq + i * a.pairs * 64;
     float* dx = a.dx + i * a.pairs * 16;
@@ -197,7 +197,6 @@ LATHE_AVX512_VNNI void quantize_rows(const float* x, int64_t ldx, int64_t k, int
         tg += quantize_unit<F>(x + i * ldx, u, xq + u / 2 * 64, dx + u / 2 * 16);
       t[g] = tg;
     }
-    (void)units;
   }
 }
 
