@@ -32,9 +32,18 @@ int cmd_info(int argc, char** argv) {
     by_dtype[std::string(dtype_name(t.dtype()))] += t.numel();
     bytes += static_cast<int64_t>(t.nbytes());
   });
+  // Quantised Linears (lathe quantize) hold codes and scales, not a parameter tensor: counted by format.
+  int64_t n_quant = 0;
+  for_each_linear_module(m->weights(), [&](const Linear& l) {
+    if (!l.quant.defined()) return;
+    by_dtype[quant_spec_name(l.quant.spec)] += l.quant.out * l.quant.in;
+    n_quant += l.quant.out * l.quant.in;
+    bytes += static_cast<int64_t>(l.quant.nbytes());
+  });
+  const int64_t n_params = m->n_params() + n_quant;
   std::printf("model         %s\n", a.positional[0].c_str());
   std::printf("family        %s (%s)\n", c.family.c_str(), c.architecture.c_str());
-  std::printf("parameters    %lld (%.2fM)\n", static_cast<long long>(m->n_params()), m->n_params() / 1e6);
+  std::printf("parameters    %lld (%.2fM)\n", static_cast<long long>(n_params), n_params / 1e6);
   std::printf("dtypes       ");
   for (auto& [d, n] : by_dtype) std::printf(" %s: %lld", d.c_str(), static_cast<long long>(n));
   std::printf("\n");

@@ -5,6 +5,7 @@
 
 #include "lathe/base/checked_size.h"
 #include "lathe/base/error.h"
+#include "lathe/tensor/quant_weight.h"
 
 namespace lathe {
 using nlohmann::json;
@@ -79,11 +80,17 @@ json hf_rope_params(const json& cfg) {
   return present(cfg, "rope_parameters") ? hf_object_or_null(cfg, "rope_parameters") : hf_object_or_null(cfg, "rope_scaling");
 }
 
-void check_no_quantization(const json& cfg) {
+void check_quantization_config(const json& cfg) {
   const json q = hf_object_or_null(cfg, "quantization_config");
   if (q.is_null()) return;
-  throw NotImplemented(str_cat("config.json: 'quantization_config' (quant_method '", hf_string_or(q, "quant_method", "?"),
-                               "'): quantized checkpoints are not supported; use the unquantized weights"));
+  const std::string method = hf_string_or(q, "quant_method", "?");
+  if (method == "lathe") {  // lathe's own layout (`lathe quantize`, docs/quantization.md): a known format
+    parse_quant_spec(hf_string_or(q, "format", "?"));
+    return;
+  }
+  throw NotImplemented(str_cat("config.json: 'quantization_config' (quant_method '", method,
+                               "'): quantized checkpoints other than lathe's own (lathe quantize) are not "
+                               "supported; use the unquantized weights"));
 }
 
 std::vector<int> hf_token_ids(const json& cfg, const char* key) {

@@ -120,8 +120,9 @@ nlohmann::json hf_object_or_null(const nlohmann::json& cfg, const char* key, con
 // must be an object or null (hf_object_or_null).
 nlohmann::json hf_rope_params(const nlohmann::json& cfg);
 // A set quantization_config (an object or null, else InvalidArgument) is NotImplemented naming its
-// quant_method: the packed tensors would otherwise fail later as unexpected names.
-void check_no_quantization(const nlohmann::json& cfg);
+// quant_method, unless it is lathe's own (quant_method "lathe" with a known "format": docs/quantization.md,
+// loaded by Model::load): other packed tensors would otherwise fail later as unexpected names.
+void check_quantization_config(const nlohmann::json& cfg);
 
 // Typed accessors with a clear error naming the key.
 int64_t hf_int(const nlohmann::json& cfg, const char* key);

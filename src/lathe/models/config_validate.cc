@@ -195,7 +195,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
     fam.parse_config(c.hf_config, c);
     // Keys every family reads the same way.
     c.initializer_range = hf_float_or(c.hf_config, "initializer_range", 0.02);
-    check_no_quantization(c.hf_config);
+    check_quantization_config(c.hf_config);
     validate_config(c);
     derive(c);
     validate_config(c);

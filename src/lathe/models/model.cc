@@ -2,6 +2,7 @@
 #include "lathe/models/model.h"
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -18,6 +19,7 @@
 #include "lathe/ops/cast.h"
 #include "lathe/ops/cross_entropy.h"
 #include "lathe/ops/linear.h"
+#include "lathe/ops/quant_linear.h"
 #include "lathe/ops/reshape.h"
 #include "lathe/ops/softcap.h"
 #include "lathe/tensor/arena_tensor.h"
@@ -48,6 +50,24 @@ size_t weight_arena_bytes(const std::vector<TensorBinding>& bindings,
     bytes += HugePageArena::footprint(static_cast<size_t>(shape_numel(b.shape)) * dtype_size(held(b))) +
              HugePageArena::kAlignment * b.slots.size();
   return bytes;
+}
+
+// The quantisation a checkpoint's config.json declares (docs/quantization.md), or nullopt for a plain one.
+std::optional<QuantSpec> checkpoint_quant_spec(const json& hf, const std::string& where) {
+  // Absent or null: a plain checkpoint (config validation has refused any other quant_method already).
+  if (!hf.contains("quantization_config") || hf["quantization_config"].is_null()) return std::nullopt;
+  const json& qc = hf["quantization_config"];
+  const std::string method = qc.is_object() ? qc.value("quant_method", std::string()) : std::string();
+  LATHE_CHECK_ARG(method == "lathe", where, ": quantization_config.quant_method '", method,
+                  "' is not supported (lathe reads the layout `lathe quantize` writes: quant_method \"lathe\", "
+                  "docs/quantization.md)");
+  LATHE_CHECK_ARG(qc.contains("format") && qc["format"].is_string(), where, ": quantization_config has no \"format\"");
+  return parse_quant_spec(qc["format"].get<std::string>());
+}
+
+// The checkpoint names of a quantised Linear weight "X.weight": its codes (X.weight), scales and mins.
+std::string quant_stem(const std::string& weight_name) {
+  return weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) : weight_name;
 }
 
 }  // namespace
@@ -87,12 +107,61 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // Each binding's tensors are copied into the arena as soon as they are loaded, so a converted
   // temporary lives for one tensor only.
   std::optional<HugePageArena> arena;
-  if (!opts.map_in_place)
-    arena.emplace(weight_arena_bytes(m->bindings_, [&](const TensorBinding& b) {
+  const std::optional<QuantSpec> qspec = checkpoint_quant_spec(m->cfg_.hf_config, config_path.string());
+  if (!opts.map_in_place) {
+    size_t bytes = weight_arena_bytes(m->bindings_, [&](const TensorBinding& b) {
       return !ckpt.contains(b.name) || widened(b.shape) ? DType::kF32 : ckpt.entry(b.name).dtype;
-    }));
+    });
+    // A quantised weight's codes are counted above (its 1-byte dtype); its scales and mins come on top.
+    for (const TensorBinding& b : m->bindings_)
+      for (const char* part : {".scales", ".mins"}) {
+        const std::string name = quant_stem(b.name) + part;
+        if (!qspec || !ckpt.contains(name)) continue;
+        const size_t n = static_cast<size_t>(shape_numel(ckpt.entry(name).shape));
+        bytes += HugePageArena::footprint(n * sizeof(f16)) + HugePageArena::kAlignment;
+      }
+    arena.emplace(bytes);
+  }
   std::set<std::string> used;
+  // A quantised checkpoint: the Linears whose weight is stored as codes + scales (+ mins) take the quant
+  // slot (or, with force_f32, the f32 weight those codes stand for).
+  std::map<const Tensor*, Linear*> linear_of;
+  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
   for (const TensorBinding& b : m->bindings_) {
+    const std::string stem = quant_stem(b.name);
+    if (!qspec || !ckpt.contains(stem + ".scales")) continue;
+    LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
+                    ckpt.file_of(b.name), ": '", b.name,
+                    "' is stored quantised, but only a plain Linear weight can be");
+    Linear& lin = *linear_of[b.slots[0]];
+    QuantWeight q;
+    q.spec = *qspec;
+    q.out = b.shape[0];
+    q.in = b.shape[1];
+    q.codes = ckpt.tensor(b.name);
+    q.scales = ckpt.tensor(stem + ".scales");
+    if (quant_has_mins(qspec->format)) {
+      LATHE_CHECK_ARG(ckpt.contains(stem + ".mins"), ckpt.file_of(b.name), ": no '", stem, ".mins' (format ",
+                      quant_spec_name(*qspec), " stores a minimum per group)");
+      q.mins = ckpt.tensor(stem + ".mins");
+      used.insert(stem + ".mins");
+    }
+    q.check(str_cat(ckpt.file_of(b.name), ": '", b.name, "'"));
+    if (opts.force_f32) {
+      lin.weight = dequantize_weight(q);
+      if (arena) move_into_arena(b.slots, *arena);
+    } else {
+      if (arena) {
+        Tensor* parts[] = {&q.codes, &q.scales, &q.mins};
+        move_into_arena(std::span<Tensor* const>(parts, q.mins.defined() ? 3 : 2), *arena);
+      }
+      lin.quant = std::move(q);
+    }
+    used.insert(b.name);
+    used.insert(stem + ".scales");
+  }
+  for (const TensorBinding& b : m->bindings_) {
+    if (used.count(b.name)) continue;
     LATHE_CHECK_ARG(ckpt.contains(b.name), dir, ": missing tensor '", b.name, "' (", m->cfg_.architecture,
                     " with this config.json needs it)");
     Tensor src = ckpt.tensor(b.name);

@@ -24,16 +24,25 @@ struct ModelWeights {
   Linear lm_head;             // [V, C]; its weight is embed_tokens.weight (the same tensor) when tied
 };
 
-// Calls fn(Linear&) for every Linear the decoder applies that has a weight, in a fixed order (per layer
-// q, k, v, o, gate, up, down; then the LM head, tied or not). The modules' own walk: their bf16 slots are
-// filled through it. W is ModelWeights or const ModelWeights.
+// Calls fn(Linear&) for every Linear module of the decoder, whatever it holds (before loading: nothing),
+// in a fixed order (per layer q, k, v, o, gate, up, down; then the LM head). W is ModelWeights or const.
 template <class W, class Fn>
-void for_each_linear(W& w, Fn&& fn) {
+void for_each_linear_module(W& w, Fn&& fn) {
   for (auto& l : w.layers)
     for (auto* lin : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj, &l.self_attn.o_proj,
                       &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj})
-      if (lin->weight.defined()) fn(*lin);
-  if (w.lm_head.weight.defined()) fn(w.lm_head);
+      fn(*lin);
+  fn(w.lm_head);
+}
+
+// Calls fn(Linear&) for every Linear the decoder applies that has a (float) weight, in the same order (the
+// LM head tied or not). The modules' own walk: their bf16 slots are filled through it. A quantised Linear
+// (Linear::quant; weight undefined) is not visited. W is ModelWeights or const ModelWeights.
+template <class W, class Fn>
+void for_each_linear(W& w, Fn&& fn) {
+  for_each_linear_module(w, [&](auto& lin) {
+    if (lin.weight.defined()) fn(lin);
+  });
 }
 
 // One tensor of the checkpoint and how it maps onto model parameters.

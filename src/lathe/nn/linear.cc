@@ -9,6 +9,7 @@
 #include "lathe/ops/cast.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/ops/linear.h"
+#include "lathe/ops/quant_linear.h"
 
 namespace lathe {
 namespace {
@@ -20,6 +21,7 @@ bool uses_lora(const Linear& l, const ForwardOptions& o) { return o.lora && l.lo
 // on it), as llama.cpp rounds activations to its weights' 16-bit type. Elsewhere f32 x meets the widened
 // bf16 weight exactly.
 bool rounds_input_to_bf16(const Linear& l, const ForwardOptions& o) {
+  if (l.quant.defined()) return false;  // the quantised kernels take f32 x
   return uses_bf16_copy(l, o) || (l.weight.dtype() == DType::kBF16 && cpu::gemm_has_fast_bf16_dot());
 }
 
@@ -41,9 +43,19 @@ void add_lora_rows(Tensor& y, const Tensor& x, const Linear& l, const ForwardOpt
     rows.copy_from(add(rows, lora_delta(x.slice(0, r.begin, r.end), a, o)));
   }
 }
+
+// A quantised Linear: y = x · deq(W)ᵀ + b, plus the served adapters. Its own adapter (QLoRA) is later work.
+Tensor quant_linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
+  if (uses_lora(l, o))
+    throw NotImplemented("[linear] a LoRA adapter on a quantised weight (QLoRA) is not implemented yet");
+  Tensor y = linear(x, l.quant, l.bias);
+  add_lora_rows(y, x, l, o);
+  return y;
+}
 }  // namespace
 
 Tensor linear_weight(const Linear& l, const ForwardOptions& o) {
+  if (l.quant.defined()) return dequantize_weight(l.quant);
   return uses_bf16_copy(l, o) ? bf16_compute_weight(l.weight, l.bf16) : l.weight;
 }
 
@@ -52,6 +64,7 @@ Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 }
 
 Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
+  if (l.quant.defined()) return quant_linear(x, l, o);
   const Tensor xin = linear_input(x, l, o);
   Tensor y = uses_lora(l, o) ? linear(xin, linear_weight(l, o), l.bias, lora_term(xin, l.lora, o))
                              : linear(xin, linear_weight(l, o), l.bias);
@@ -60,6 +73,8 @@ Tensor linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
 }
 
 std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const Linear& a, const Linear& b, const ForwardOptions& o) {
+  // Quantised: each GEMV already keeps every worker busy on W's rows.
+  if (a.quant.defined() || b.quant.defined()) return {linear(x, a, o), linear(x, b, o)};
   LATHE_ASSERT(uses_bf16_copy(a, o) == uses_bf16_copy(b, o) && rounds_input_to_bf16(a, o) == rounds_input_to_bf16(b, o),
                "[linear_pair] the two Linears are in different formats");
   const Tensor xin = linear_input(x, a, o);

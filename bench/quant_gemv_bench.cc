@@ -1,0 +1,100 @@
+// Google Benchmark of the quantised GEMM (backend/cpu/quant_gemm.h) on Llama-1B decode shapes: batched decode
+// of M = 1..16 sequences (the GEMV) and M = 32 (dequantised panels + the f32 GEMM), per format, with the
+// packed weights rotated over 256 MiB of copies so that they come from DRAM. Bytes/s counts the packed bytes
+// read (codes + scales + mins); compare with gemm_bench's BM_Decode_F32 / BM_Decode_Bf16 at the same shape.
+// The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
+// BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI.
+//   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lathe/backend/cpu/quant_gemm.h"
+#include "lathe/ref/quant.h"
+
+namespace {
+
+using lathe::QuantSpec;
+using lathe::ThreadPool;
+
+struct Packed {
+  std::vector<uint8_t> codes;
+  std::vector<lathe::f16> scales, mins;
+};
+
+Packed pack(const QuantSpec& s, int64_t n, int64_t k) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> dist(0.f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(k));
+  const int64_t rb = lathe::quant_row_bytes(s.format, k), groups = k / s.group;
+  Packed p{std::vector<uint8_t>(static_cast<size_t>(n * rb)), std::vector<lathe::f16>(static_cast<size_t>(n * groups)),
+           std::vector<lathe::f16>(lathe::quant_has_mins(s.format) ? static_cast<size_t>(n * groups) : 0)};
+  for (int64_t j = 0; j < n; ++j) {
+    for (float& v : row) v = dist(rng);
+    lathe::ref::quantize_row(s, row.data(), k, p.codes.data() + j * rb, p.scales.data() + j * groups,
+                             p.mins.empty() ? nullptr : p.mins.data() + j * groups);
+  }
+  return p;
+}
+
+// vnni: the integer-dot kernel (x quantised to int8 per 32; what quant_gemm runs for decode on a VNNI CPU)
+// instead of the tier's f32 FMA one.
+void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, bool vnni) {
+  const ThreadPool pool(static_cast<int>(st.range(0)));
+  const Packed one = pack(s, n, k);
+  const int64_t bytes = static_cast<int64_t>(one.codes.size() + 2 * (one.scales.size() + one.mins.size()));
+  const int n_copies = static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / bytes));
+  const std::vector<Packed> ws(n_copies, one);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
+  int next = 0;
+  for (auto _ : st) {
+    const Packed& w = ws[next];
+    const lathe::cpu::QuantMatrix mat{
+        s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
+    if (vnni)
+      lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
+    else
+      lathe::cpu::quant_gemm_with(lathe::cpu::cpu_tier(), m, x.data(), k, mat, y.data(), n, false, pool);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % n_copies;
+  }
+  st.SetBytesProcessed(st.iterations() * bytes);
+  st.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k * st.iterations(), benchmark::Counter::kIsRate);
+  st.SetLabel(vnni ? "avx512vnni" : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
+}
+
+void register_all() {
+  const auto threads = [](benchmark::internal::Benchmark* b) { b->Arg(1)->Arg(2)->UseRealTime(); };
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  for (const char* format : {"int8", "int4", "int4-g32", "int4-g128"})
+    for (const Shape& sh : {Shape{"N8192_K2048", 8192, 2048}, Shape{"N2048_K8192", 2048, 8192}})
+      for (int64_t m : {1, 4, 16, 32}) {
+        const QuantSpec s = lathe::parse_quant_spec(format);
+        const std::string name = std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {
+          bench_quant(st, s, m, sh.n, sh.k, false);
+        })->Apply(threads);
+        if (m > lathe::cpu::kQuantGemvMaxM || !lathe::cpu::quant_cpu_has_vnni()) continue;
+        benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
+          bench_quant(st, s, m, sh.n, sh.k, true);
+        })->Apply(threads);
+      }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

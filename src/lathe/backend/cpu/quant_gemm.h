@@ -1,0 +1,72 @@
+// y = x · deq(W)ᵀ for a quantised Linear weight W [n, k] (tensor/quant_weight.h). Decode (m <= 16 rows of
+// x) runs a GEMV that reads the packed codes once and dequantises them in registers (or, with AVX-512 VNNI,
+// meets them with int8 activations in integer dot products), the n rows of W split over the pool's
+// workers; prefill (more rows) dequantises a block of W rows at a time into an f32 panel
+// and runs the f32 GEMM on it. The tier follows cpu_tier() (LATHE_CPU lowers it).
+#pragma once
+
+#include <cstdint>
+
+#include "lathe/backend/cpu/cpu_tier.h"
+#include "lathe/base/thread_pool.h"
+#include "lathe/tensor/dtype.h"
+#include "lathe/tensor/quant_weight.h"
+
+namespace lathe::cpu {
+
+// A validated view of a QuantWeight: row j's codes at codes + j * quant_row_bytes(format, k), its scales
+// (and mins) at + j * k / group. k is a multiple of the group size.
+struct QuantMatrix {
+  QuantSpec spec;
+  int64_t n = 0, k = 0;
+  const uint8_t* codes = nullptr;  // [n, row bytes]
+  const f16* scales = nullptr;     // [n, k / group]
+  const f16* mins = nullptr;       // [n, k / group] for int4-asym, else null
+};
+
+// y[i, j] (=|+=) Σ_p x[i, p] · deq(W)[j, p] for i < m, j < n; x [m, k] rows ldx apart, y [m, n] rows ldy apart.
+// accumulate: add to y (a bias seeded there); else y is write-only. On an AVX-512 VNNI CPU (tier avx512) the
+// decode rows take quant_gemm_vnni: x rounded to int8 per 32 inputs, within Σ|w|·dx/2 of the f32 result.
+void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool accumulate,
+                const ThreadPool& pool);
+
+// The same with an explicit tier (tests run every tier the CPU has).
+void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                     bool accumulate, const ThreadPool& pool);
+
+// Rows of x up to which the decode GEMV runs (beyond: dequantised panels and the f32 GEMM).
+inline constexpr int kQuantGemvMaxM = 16;
+
+// The decode GEMV of one tier on W rows [j0, j1): the kernels the dispatcher splits over workers. Every
+// output is summed in an order that depends on k only, so row i of an m-row call equals row i alone.
+using QuantGemvFn = void (*)(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                             int64_t ldy, bool accumulate);
+void quant_gemv_scalar(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                       int64_t ldy, bool accumulate);
+void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                     int64_t ldy, bool accumulate);
+void quant_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                       int64_t ldy, bool accumulate);
+
+// The integer-dot decode path (AVX-512 VNNI, quant_gemv_avx512_vnni.cc): x quantised per unit of 32 inputs
+// to int8 (ref::quantize_activation_unit), laid out per pair of units in the order the format's codes load.
+struct QuantActivations {
+  int m = 0;
+  int64_t pairs = 0, groups = 0;  // ceil(k / 64) pairs of units; k / group groups
+  int8_t* xq = nullptr;           // [m][pairs][64], 64-byte aligned
+  float* dx = nullptr;            // [m][pairs][16]: each int32 lane's unit scale dx, 64-byte aligned
+  float* t = nullptr;             // [m][groups]: Σ over the group's units of dx · Σ xq
+};
+// True when this CPU has AVX-512 VNNI (vpdpbusd).
+bool quant_cpu_has_vnni();
+// y (=|+=) x · deq(W)ᵀ through int8 activations, m <= kQuantGemvMaxM; only where quant_cpu_has_vnni().
+void quant_gemm_vnni(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                     bool accumulate, const ThreadPool& pool);
+void quantize_activations_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, QuantActivations& a);
+void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                            int64_t ldy, bool accumulate);
+
+// Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition).
+void quant_dequantize_rows(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst);
+
+}  // namespace lathe::cpu

@@ -1,0 +1,34 @@
+// Writing a quantised Hugging Face folder (`lathe quantize`): every plain Linear weight of a model stored in
+// a quantised format (docs/quantization.md has the layout), everything else copied as it is, and a
+// `quantization_config` in config.json that Model::load reads back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lathe/tensor/quant_weight.h"
+
+namespace lathe {
+
+struct QuantizeOptions {
+  QuantSpec spec;
+  // Modules left in their stored dtype: a module path ("model.layers.0.mlp.down_proj") or its last parts
+  // ("lm_head", "down_proj", "mlp.down_proj").
+  std::vector<std::string> skip;
+};
+
+struct QuantizeReport {
+  int n_quantized = 0;
+  std::vector<std::string> kept;       // "module: why" for each Linear left as it was
+  size_t bytes_in = 0, bytes_out = 0;  // tensor bytes read and written
+};
+
+// Reads the Hugging Face folder in_dir, writes out_dir (new or empty): model.safetensors, config.json with
+// quantization_config added, the other files copied. A Linear whose input size is not a multiple of the
+// format's group is an InvalidArgument naming it (skip it, or pick another format).
+QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts);
+
+// True when `module` (a path such as "model.layers.0.mlp.down_proj") is `pattern` or ends with "." + pattern.
+bool quant_module_matches(const std::string& module, const std::string& pattern);
+
+}  // namespace lathe
