@@ -370,6 +370,9 @@ TEST(GrpoOptions, BadValuesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of("{importance_sampling_cap: 0}").find("grpo.importance_sampling_cap"), std::string::npos);
   EXPECT_NE(error_of("{overlong_buffer: 600}").find("grpo.overlong_buffer"), std::string::npos);
   EXPECT_NE(error_of("{reward_weights: [a]}").find("grpo.reward_weights"), std::string::npos);
+  EXPECT_NE(error_of("{temperature: -1}").find("grpo.temperature"), std::string::npos);
+  EXPECT_NE(error_of("{top_p: 0}").find("grpo.top_p"), std::string::npos);
+  EXPECT_NE(error_of("{rewards: []}").find("grpo.rewards"), std::string::npos);
   EXPECT_NE(error_of("{}", {"data.seq_len=128"}).find("grpo.max_completion_length"), std::string::npos);
   train::TrainConfig no_base = grpo_recipe("{beta: 0.04}");
   no_base.model_base.clear();

@@ -1,5 +1,7 @@
 #include "lathe/posttrain/grpo_options.h"
 
+#include <cmath>
+
 #include "lathe/base/error.h"
 #include "lathe/posttrain/section_reader.h"
 
@@ -105,6 +107,22 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   r.checked("overlong_buffer", o.overlong_buffer >= 0 && o.overlong_buffer <= o.max_completion_length,
             o.overlong_buffer, "must be in [0, max_completion_length] (0: off)");
   r.get("ref_model", o.ref_model);
+  o.train_data = c.train_data;
+  o.tokenizer = c.model_base;
+  r.get("tokenizer", o.tokenizer);
+  r.get("max_prompt_length", o.max_prompt_length);
+  r.checked("max_prompt_length", o.max_prompt_length >= 1, o.max_prompt_length, "must be at least 1");
+  r.get("temperature", o.temperature);
+  r.checked("temperature", o.temperature >= 0 && std::isfinite(o.temperature), o.temperature,
+            "must be >= 0 (0: greedy, every completion of a group the same)");
+  r.get("top_p", o.top_p);
+  r.checked("top_p", o.top_p > 0 && o.top_p <= 1, o.top_p, "must be in (0, 1]");
+  r.get("top_k", o.top_k);
+  r.checked("top_k", o.top_k >= 0, o.top_k, "must be >= 0 (0: off)");
+  if (const json* rw = r.find("rewards")) {
+    r.checked("rewards", rw->is_array() && !rw->empty(), *rw, "expected a list of reward functions (docs/recipes.md)");
+    o.rewards = *rw;
+  }
   r.reject_unknown();
   LATHE_CHECK_ARG(l.beta == 0 || o.lora || !o.ref_model.empty() || !c.model_base.empty(), where,
                   ": grpo.beta > 0 needs a reference model: set model.base (its frozen copy), grpo.ref_model, or a"
@@ -136,6 +154,10 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   s["importance_sampling_sequence"] = seq;
   s["use_rollout_log_probs"] = o.use_rollout_logps;
   s["overlong_buffer"] = o.overlong_buffer;
+  s["max_prompt_length"] = o.max_prompt_length;
+  s["temperature"] = o.temperature;
+  s["top_p"] = o.top_p;
+  s["top_k"] = o.top_k;
   return o;
 }
 

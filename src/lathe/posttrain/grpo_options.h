@@ -34,6 +34,14 @@ struct GrpoOptions {
   bool use_rollout_logps = false;       // grpo.use_rollout_log_probs: π_old = the sampler's log-probs
   int64_t overlong_buffer = 0;          // grpo.overlong_buffer: DAPO soft punishment over the last this many
                                         // tokens (an extra reward "overlong"); 0: off
+  // The rollout (read by `lathe grpo`'s rollout source, rollout/grpo_trainer.h):
+  std::string train_data;               // data.train: prompt-only JSON Lines (+ an optional answer column)
+  std::string tokenizer;                // grpo.tokenizer, else model.base
+  int64_t max_prompt_length = 512;      // grpo.max_prompt_length: longer prompts keep their last tokens (TRL)
+  double temperature = 1.0;             // grpo.temperature (TRL 1.0)
+  double top_p = 1.0;                   // grpo.top_p
+  int64_t top_k = 0;                    // grpo.top_k (0: off)
+  nlohmann::json rewards;               // grpo.rewards: the built-in reward functions (rollout/rewards.h checks them)
   std::string ref_model;                // grpo.ref_model ("" = model.base, or with LoRA the adapter off)
   std::string model_base;               // model.base
   bool lora = false;                    // the recipe has a lora: section
