@@ -35,6 +35,7 @@ TEST(GrpoCli, TrainsWithInProcessRolloutsAndWritesAnAdapter) {
   for (double lag : step_metric(run, "policy_version/lag")) EXPECT_EQ(lag, 0);
   for (double d : step_metric(run, "sampler_trainer/logp_diff_max")) EXPECT_LT(d, 1e-3);
   EXPECT_TRUE(std::filesystem::exists(run + "/adapter/adapter_model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/adapter/tokenizer.json"));  // grpo.tokenizer, carried along
 }
 
 TEST(GrpoCli, RefusesARecipeWithoutRewards) {

@@ -74,7 +74,8 @@ class GrpoObjective final : public train::Objective {
   std::optional<train::ObjectiveEval> evaluate(Model&) override { return std::nullopt; }
   train::ObjectiveMemory memory(const Model& model) const override;
   double flops_per_token(const Model& model, int64_t n_matmul_params) const override;
-  std::string data_tokenizer() const override { return ""; }
+  // grpo.tokenizer (model.base by default): checkpoints and the exported folder carry a copy.
+  std::string data_tokenizer() const override { return opts_.tokenizer; }
 
   // This rank's next micro-batch (generating a new generation batch with `model` when the cycle starts).
   GrpoMicroBatch next_batch(const Model& model);

@@ -286,6 +286,7 @@ grpo: {num_generations: 4, max_completion_length: 8, beta: 0.04, loss_type: grpo
 )",
                                              {"run.dir=" + dir + "/run", "model.base=" + testing::fixtures_root() + "/models/llama"});
   GrpoOptions o = grpo_options(c);
+  o.tokenizer.clear();  // the fixture model folder has none (the trajectories are token ids)
   auto src = std::make_unique<FixtureSource>(false);
   const std::shared_ptr<std::vector<double>> best = src->best_logp;
   train::TrainLoop loop(c);

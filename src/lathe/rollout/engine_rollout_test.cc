@@ -119,6 +119,7 @@ grpo: {num_generations: 4, max_completion_length: 6, beta: 0.0, loss_type: dapo}
 )",
                                              {"run.dir=" + dir + "/run", "model.base=" + testing::fixtures_root() + "/models/llama"});
   posttrain::GrpoOptions o = posttrain::grpo_options(c);
+  o.tokenizer.clear();  // the fixture model folder has none (the prompts are token ids)
   train::TrainLoop loop(c);
   Context ctx(2);
   ContextScope scope(ctx);
