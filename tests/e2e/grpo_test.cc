@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "cli_run.h"
 #include "lathe/io/test_paths.h"
@@ -36,6 +38,29 @@ TEST(GrpoCli, TrainsWithInProcessRolloutsAndWritesAnAdapter) {
   for (double d : step_metric(run, "sampler_trainer/logp_diff_max")) EXPECT_LT(d, 1e-3);
   EXPECT_TRUE(std::filesystem::exists(run + "/adapter/adapter_model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(run + "/adapter/tokenizer.json"));  // grpo.tokenizer, carried along
+}
+
+// A run resumed from a checkpoint at a generation-batch boundary (every step, on-policy) resamples the same
+// completions (seeds by prompt number, the same weights) and logs the uninterrupted run's values exactly.
+TEST(GrpoCli, ResumesExactlyFromACheckpoint) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("grpo_cli_resume"));
+  const std::string common = " checkpoint.every=2 checkpoint.keep=5";
+  auto [rc, out] = testing::run_lathe(grpo_args(dir, 6) + common);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string full = dir + "/full";
+  std::filesystem::rename(dir + "/run", full);
+  std::tie(rc, out) = testing::run_lathe(grpo_args(dir, 6) + common);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* step : {"step_00000004", "step_00000006"})
+    std::filesystem::remove_all(dir + "/run/checkpoints/" + step);
+  std::tie(rc, out) = testing::run_lathe(grpo_args(dir, 6) + common + " --resume");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("at step 2"), std::string::npos) << out;
+  for (const char* k : {"loss", "rewards/mean", "completions/mean_length", "entropy"}) {
+    const std::vector<double> a = step_metric(full, k), b = step_metric(dir + "/run", k);
+    EXPECT_EQ(a.size(), 6u) << k;
+    EXPECT_EQ(a, b) << k;
+  }
 }
 
 TEST(GrpoCli, RefusesARecipeWithoutRewards) {
