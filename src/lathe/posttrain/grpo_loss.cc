@@ -130,8 +130,8 @@ GrpoLossValue grpo_loss_value(std::span<const float> x, const GrpoLossInputs& in
       const double unclipped = coef * a;
       const double clipped = std::clamp(coef, 1 - o.epsilon_low, 1 + o.epsilon_high) * a;
       double pg = -std::min(unclipped, clipped);
-      const bool in_range = coef > 1 - o.epsilon_low && coef < 1 + o.epsilon_high;
-      double dpg = unclipped <= clipped || in_range ? -a : 0.0;  // ∂pg/∂coef
+      // ∂pg/∂coef: −A through the unclipped term; 0 where the clipped one is taken (coef is outside the range).
+      double dpg = unclipped <= clipped ? -a : 0.0;
       if (clipped < unclipped) clip_cnt += 1;
       if (o.epsilon_c > 0 && a < 0 && pg > -o.epsilon_c * a) {
         pg = -o.epsilon_c * a;

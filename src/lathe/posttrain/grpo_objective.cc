@@ -146,8 +146,10 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
   chunks_.assign(static_cast<size_t>(spg), {});
   std::vector<double> step_tokens(static_cast<size_t>(spg), 0.0);  // trained tokens of each chunk, then all ranks
   double seq_tokens = 0;
-  GrpoMismatch mismatch_stats;
-  double mm[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // token-weighted sums of the chunks' mismatch statistics
+  // The generation batch's mismatch statistics from its chunks': means weighted by tokens, max of maxima,
+  // min of minima (the Pearson correlation: the chunks' token-weighted mean, an approximation).
+  GrpoMismatch mm;
+  mm.weight_mean = mm.weight_max = mm.weight_min = 0;
   double mm_tokens = 0;
   for (int64_t k = 0; k < spg; ++k) {
     GrpoMicroBatch& c = chunks_[static_cast<size_t>(k)];
@@ -183,12 +185,14 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
       const GrpoMismatch m = grpo_mismatch(c.old_logps, rollout, c.mask, c.batch.offsets, opts_.mismatch);
       if (opts_.mismatch.mode != GrpoMismatchMode::kNone) c.is_weights = m.weights;
       const auto n = static_cast<double>(c.batch.n_tokens());
-      const double vals[8] = {m.logp_diff_mean, m.logp_diff_max, m.prob_diff_mean, m.probs_pearson_corr,
-                              m.weight_mean,    m.weight_max,    m.weight_min,     m.frac_clipped};
-      for (int i = 0; i < 8; ++i) mm[i] += (i == 1 || i == 5 || i == 6) ? 0 : n * vals[i];
-      mismatch_stats.logp_diff_max = std::max(mismatch_stats.logp_diff_max, m.logp_diff_max);
-      mismatch_stats.weight_max = k == 0 ? m.weight_max : std::max(mismatch_stats.weight_max, m.weight_max);
-      mismatch_stats.weight_min = k == 0 ? m.weight_min : std::min(mismatch_stats.weight_min, m.weight_min);
+      mm.logp_diff_mean += n * m.logp_diff_mean;
+      mm.prob_diff_mean += n * m.prob_diff_mean;
+      mm.probs_pearson_corr += n * m.probs_pearson_corr;
+      mm.weight_mean += n * m.weight_mean;
+      mm.frac_clipped += n * m.frac_clipped;
+      mm.logp_diff_max = std::max(mm.logp_diff_max, m.logp_diff_max);
+      mm.weight_max = k == 0 ? m.weight_max : std::max(mm.weight_max, m.weight_max);
+      mm.weight_min = k == 0 ? m.weight_min : std::min(mm.weight_min, m.weight_min);
       mm_tokens += n;
     }
   }
@@ -204,12 +208,13 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
   // The generation batch's metrics, the same on each of its micro-batches.
   train::ObjectiveMetrics gm;
   for (size_t f = 0; f < reward_names_.size(); ++f) gm.emplace_back("rewards/" + reward_names_[f], adv.function_means[f]);
-  const double w = mm_tokens > 0 ? 1 / mm_tokens : kNan;  // NaN: no sampler log-probs, logged as null
+  const bool have = mm_tokens > 0;  // else no sampler log-probs: NaN, logged as null
+  const auto mean = [&](double sum) { return have ? sum / mm_tokens : kNan; };
   const double gv[] = {adv.reward_mean, adv.reward_std, adv.reward_min, adv.reward_max, adv.frac_reward_zero_std,
-                       adv.advantage_abs_mean, adv.advantage_nonzero_frac, mm[0] * w,
-                       mm_tokens > 0 ? mismatch_stats.logp_diff_max : kNan, mm[2] * w, mm[3] * w, mm[4] * w,
-                       mm_tokens > 0 ? mismatch_stats.weight_max : kNan, mm_tokens > 0 ? mismatch_stats.weight_min : kNan,
-                       mm[7] * w};
+                       adv.advantage_abs_mean, adv.advantage_nonzero_frac, mean(mm.logp_diff_mean),
+                       have ? mm.logp_diff_max : kNan, mean(mm.prob_diff_mean), mean(mm.probs_pearson_corr),
+                       mean(mm.weight_mean), have ? mm.weight_max : kNan, have ? mm.weight_min : kNan,
+                       mean(mm.frac_clipped)};
   static_assert(std::size(gv) == std::size(kGenerationMetricNames));
   for (size_t i = 0; i < std::size(gv); ++i) gm.emplace_back(kGenerationMetricNames[i], gv[i]);
   for (GrpoMicroBatch& c : chunks_) c.generation_metrics = gm;
