@@ -68,6 +68,7 @@ int cmd_pretrain(int argc, char** argv) {
   LATHE_CHECK_ARG(cfg.sft.is_null(), recipe, ": an sft: section: fine-tune with `lathe sft`");
   LATHE_CHECK_ARG(cfg.dpo.is_null(), recipe, ": a dpo: section: preference-tune with `lathe dpo`");
   LATHE_CHECK_ARG(cfg.distill.is_null(), recipe, ": a distill: section: distil with `lathe distill`");
+  LATHE_CHECK_ARG(cfg.grpo.is_null(), recipe, ": a grpo: section: RL post-training is not a `lathe pretrain` run");
   LATHE_CHECK_ARG(cfg.lora.is_null(), recipe, ": a lora: section: LoRA is for fine-tuning, not `lathe pretrain`");
   // The tokenizer the samples decode with is checked by the trainer before its first step.
   const bool samples = !a.has("--no-samples") && !cfg.sample_prompts.empty();

@@ -22,6 +22,7 @@ int cmd_data(int argc, char** argv);
 int cmd_pretrain(int argc, char** argv);
 int cmd_sft(int argc, char** argv);
 int cmd_dpo(int argc, char** argv);
+int cmd_grpo(int argc, char** argv);
 int cmd_distill(int argc, char** argv);
 int cmd_distill_cache(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
@@ -44,6 +45,7 @@ const CommandSpec& data_prepare_spec();
 const CommandSpec& pretrain_spec();
 const CommandSpec& sft_spec();
 const CommandSpec& dpo_spec();
+const CommandSpec& grpo_spec();
 const CommandSpec& distill_spec();
 const CommandSpec& distill_cache_spec();
 const CommandSpec& plot_spec();
@@ -75,9 +77,9 @@ void usage() {
       "commands:\n";
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
                                   &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
-                                  &pretrain_spec(), &sft_spec(), &dpo_spec(), &distill_spec(), &distill_cache_spec(),
-                                  &launch_spec(), &merge_spec(), &quantize_spec(), &plot_spec(), &checkpoint_verify_spec(),
-                                  &chat_template_spec(),
+                                  &pretrain_spec(), &sft_spec(), &dpo_spec(), &grpo_spec(), &distill_spec(),
+                                  &distill_cache_spec(), &launch_spec(), &merge_spec(), &quantize_spec(), &plot_spec(),
+                                  &checkpoint_verify_spec(), &chat_template_spec(),
                                   &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
     s += help_overview(*spec);
   s +=
@@ -108,6 +110,7 @@ int run_command(int argc, char** argv) {
     if (cmd == "pretrain") return lathe::cli::cmd_pretrain(argc, argv);
     if (cmd == "sft") return lathe::cli::cmd_sft(argc, argv);
     if (cmd == "dpo") return lathe::cli::cmd_dpo(argc, argv);
+    if (cmd == "grpo") return lathe::cli::cmd_grpo(argc, argv);
     if (cmd == "distill") return lathe::cli::cmd_distill(argc, argv);
     if (cmd == "distill-cache") return lathe::cli::cmd_distill_cache(argc, argv);
     if (cmd == "plot") return lathe::cli::cmd_plot(argc, argv);

@@ -209,7 +209,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("memory.check", c.memory_check);
   // Checked key by key by their objectives.
   const std::pair<const char*, json*> sections[] = {
-      {"sft", &c.sft}, {"lora", &c.lora}, {"dpo", &c.dpo}, {"distill", &c.distill}};
+      {"sft", &c.sft}, {"lora", &c.lora}, {"dpo", &c.dpo}, {"distill", &c.distill}, {"grpo", &c.grpo}};
   for (auto [section, out] : sections) {
     if (!tree.contains(section)) continue;
     json& v = tree[section];
@@ -251,14 +251,20 @@ void validate_recipe(const TrainConfig& c) {
                   ": an sft: and a dpo: section: a recipe trains one objective (lathe sft or lathe dpo)");
   LATHE_CHECK_ARG(c.dpo.is_null() || c.distill.is_null(), where,
                   ": a dpo: and a distill: section: a recipe trains one objective (lathe dpo or lathe distill)");
-  if (c.sft.is_null() && c.dpo.is_null() && c.distill.is_null()) {
+  LATHE_CHECK_ARG(c.grpo.is_null() || (c.sft.is_null() && c.dpo.is_null() && c.distill.is_null()), where,
+                  ": a grpo: section with an sft:, dpo: or distill: one: a recipe trains one objective");
+  if (c.sft.is_null() && c.dpo.is_null() && c.distill.is_null() && c.grpo.is_null()) {
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (shards from `lathe data prepare`)");
     check(c.seq_len >= 1, "data.seq_len", c.seq_len, "must be at least 1 (data.seq_len is required)");
-  } else {  // SFT / DPO / distillation: rows of JSON Lines examples, at most <section>.max_length tokens each
-    const std::string kind = !c.dpo.is_null() ? "DPO" : !c.distill.is_null() ? "distillation" : "SFT",
-                      section = !c.dpo.is_null() ? "dpo" : "sft";
+  } else {  // SFT / DPO / distillation / GRPO: rows of JSON Lines examples (GRPO: prompts)
+    const std::string kind = !c.dpo.is_null()       ? "DPO"
+                             : !c.distill.is_null() ? "distillation"
+                             : !c.grpo.is_null()    ? "GRPO"
+                                                    : "SFT",
+                      section = !c.dpo.is_null() ? "dpo" : !c.grpo.is_null() ? "grpo" : "sft";
     LATHE_CHECK_ARG(!c.train_data.empty(), where, ": data.train is required (a .jsonl file or a folder of them)");
-    check(c.seq_len == 0, "data.seq_len", c.seq_len, str_cat("is not used by ", kind, ": set ", section, ".max_length"));
+    check(c.seq_len == 0, "data.seq_len", c.seq_len, str_cat("is not used by ", kind, ": set ", section,
+                  section == "grpo" ? ".max_completion_length" : ".max_length"));
     check(!c.document_masking, "data.document_masking", "true",
           str_cat("is not used by ", kind, ": examples never attend to each other"));
   }

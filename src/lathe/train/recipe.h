@@ -74,11 +74,13 @@ struct TrainConfig {
   // is replaced by sft.max_length. A `dpo:` section makes it a preference recipe (`lathe dpo`,
   // posttrain/dpo_options.h), with the same data rules. `lora:` trains LoRA adapters only.
   // `distill:` makes it a distillation recipe (`lathe distill`, posttrain/distill_options.h): the data as SFT
-  // (the sft: section's data keys apply; sft: may be left out).
+  // (the sft: section's data keys apply; sft: may be left out). `grpo:` makes it an RL recipe (the GRPO
+  // family, posttrain/grpo_options.h): data.batch_size counts completions, data.seq_len is not used.
   nlohmann::json sft;
   nlohmann::json lora;
   nlohmann::json dpo;
   nlohmann::json distill;
+  nlohmann::json grpo;
 
   // samples printed at the end (needs the tokenizer named by the data manifest)
   std::vector<std::string> sample_prompts;

@@ -1,0 +1,80 @@
+#include "lathe/rollout/grpo_trainer.h"
+
+#include <memory>
+
+#include "lathe/base/error.h"
+#include "lathe/io/tokenizer/tokenizer.h"
+#include "lathe/posttrain/dataset.h"
+#include "lathe/posttrain/example_encoder.h"
+#include "lathe/posttrain/grpo_objective.h"
+#include "lathe/posttrain/posttrain_run.h"
+#include "lathe/rollout/engine_rollout.h"
+
+namespace lathe::rollout {
+
+namespace {
+
+train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions& opts, std::vector<RewardSpec>& rewards) {
+  opts = posttrain::grpo_options(cfg);
+  const std::string where = cfg.recipe_path.empty() ? "recipe" : cfg.recipe_path;
+  LATHE_CHECK_ARG(!opts.rewards.is_null(), where, ": grpo.rewards is required: the reward functions that score the"
+                  " completions, e.g. [{type: format, pattern: 'kcal'}, {type: answer_numeric}] (docs/recipes.md)");
+  rewards = parse_reward_specs(opts.rewards, where);
+  LATHE_CHECK_ARG(!opts.tokenizer.empty(), where, ": GRPO needs a tokenizer: set model.base (a Hugging Face folder"
+                  " with tokenizer.json) or grpo.tokenizer");
+  return cfg;
+}
+
+// The rollout of a run: data.train's prompts tokenized (conversations with the chat template's generation
+// prompt), their answers, and the reward function over the decoded completions.
+std::unique_ptr<EngineRollout> make_rollout(const posttrain::GrpoOptions& o, const std::vector<RewardSpec>& specs) {
+  const posttrain::Dataset d = posttrain::load_dataset(o.train_data);
+  LATHE_CHECK_ARG(d.kind == posttrain::DatasetKind::kPromptOnly, d.examples[0].where,
+                  ": GRPO trains on prompt-only rows (a prompt column, and an optional answer); this file is ",
+                  posttrain::dataset_kind_name(d.kind));
+  auto enc = std::make_shared<posttrain::ExampleEncoder>(tokenizer::read_tokenizer_files(o.tokenizer),
+                                                         posttrain::EncoderOptions{});
+  const tokenizer::Tokenizer& tok = enc->tokenizer();
+  std::vector<std::vector<int32_t>> prompts;
+  auto answers = std::make_shared<std::vector<nlohmann::json>>();
+  for (const posttrain::Example& e : d.examples) {
+    const bool chat = e.prompt.conversational;
+    const std::string text = chat ? enc->render(e.prompt.messages, true, e.tools) : e.prompt.text;
+    const std::vector<uint32_t> ids = tok.encode_ids(text, !chat);
+    LATHE_CHECK_ARG(!ids.empty(), e.where, ": the prompt has no tokens");
+    // Longer prompts keep their last max_prompt_length tokens (TRL truncates on the left).
+    const size_t skip = ids.size() > static_cast<size_t>(o.max_prompt_length) ? ids.size() - o.max_prompt_length : 0;
+    prompts.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(skip), ids.end());
+    answers->push_back(e.extra.contains("answer") ? nlohmann::json(e.extra["answer"]) : nlohmann::json());
+  }
+  std::vector<std::string> names;
+  for (const RewardSpec& r : specs) names.push_back(r.name);
+  RewardFn fn = [enc, answers, specs](int64_t prompt, const posttrain::Trajectory& t) {
+    const std::vector<uint32_t> ids(t.completion.begin(), t.completion.end());
+    const std::string text = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true);
+    std::vector<double> out;
+    for (const RewardSpec& r : specs) out.push_back(reward_value(r, text, (*answers)[static_cast<size_t>(prompt)]));
+    return out;
+  };
+  EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .seed = o.seed};
+  ro.sampling.temperature = static_cast<float>(o.temperature);
+  ro.sampling.top_p = static_cast<float>(o.top_p);
+  ro.sampling.top_k = static_cast<int>(o.top_k);
+  if (tok.special_tokens().eos_id) ro.stop_token_ids.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+  return std::make_unique<EngineRollout>(std::move(prompts), std::move(names), std::move(fn), std::move(ro));
+}
+
+}  // namespace
+
+GrpoTrainer::GrpoTrainer(train::TrainConfig cfg, train::TrainerHooks hooks)
+    : loop_(with_defaults(std::move(cfg), opts_, rewards_), std::move(hooks)) {}
+
+train::TrainResult GrpoTrainer::run(train::StartMode mode) {
+  return posttrain::run_and_export(loop_, mode, [this](int world) {
+    return std::make_unique<posttrain::GrpoObjective>(opts_, make_rollout(opts_, rewards_), world);
+  });
+}
+
+std::string GrpoTrainer::output_dir() const { return posttrain::output_dir(loop_.config()); }
+
+}  // namespace lathe::rollout

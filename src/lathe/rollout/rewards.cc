@@ -1,0 +1,113 @@
+#include "lathe/rollout/rewards.h"
+
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <set>
+
+#include "lathe/base/error.h"
+
+namespace lathe::rollout {
+
+namespace {
+
+constexpr const char* kKinds[] = {"format", "answer_exact", "answer_numeric"};
+static_assert(std::size(kKinds) == static_cast<size_t>(RewardKind::kCount));
+constexpr double kNa = std::numeric_limits<double>::quiet_NaN();
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// The captured text: the first group of the pattern's first match (the whole match without a group), or the
+// whole text without a pattern; nullopt when the pattern does not match.
+std::optional<std::string> extract(const RewardSpec& r, const std::string& text) {
+  if (!r.re) return text;
+  std::smatch m;
+  if (!std::regex_search(text, m, *r.re)) return std::nullopt;
+  return m.size() > 1 && m[1].matched ? m[1].str() : m[0].str();
+}
+
+// The last number in `s` (optional sign, digits, decimals; thousands separators dropped).
+std::optional<double> last_number(const std::string& s) {
+  static const std::regex kNumber(R"([-+]?(\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?)");
+  std::optional<double> out;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), kNumber); it != std::sregex_iterator(); ++it) {
+    std::string t = it->str();
+    std::erase(t, ',');
+    try {
+      out = std::stod(t);
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+std::optional<double> answer_number(const nlohmann::json& a) {
+  if (a.is_number()) return a.get<double>();
+  if (a.is_string()) return last_number(a.get<std::string>());
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where) {
+  LATHE_CHECK_ARG(list.is_array() && !list.empty(), where, ": grpo.rewards = ", list.dump(),
+                  ": expected a list of reward functions, e.g. [{type: format, pattern: '<answer>'}]");
+  std::vector<RewardSpec> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& e = list[i];
+    const std::string at = str_cat(where, ": grpo.rewards[", i, "]");
+    LATHE_CHECK_ARG(e.is_object(), at, " = ", e.dump(), ": expected a mapping {type, name, pattern, tolerance}");
+    for (auto it = e.begin(); it != e.end(); ++it)
+      LATHE_CHECK_ARG(it.key() == "type" || it.key() == "name" || it.key() == "pattern" || it.key() == "tolerance", at,
+                      ": unknown key ", it.key(), " (type, name, pattern, tolerance)");
+    RewardSpec r;
+    const std::string type = e.value("type", "");
+    r.kind = RewardKind::kCount;
+    for (size_t k = 0; k < std::size(kKinds); ++k)
+      if (type == kKinds[k]) r.kind = static_cast<RewardKind>(k);
+    LATHE_CHECK_ARG(r.kind != RewardKind::kCount, at, ".type = ", e.contains("type") ? e["type"].dump() : "(none)",
+                    ": must be format, answer_exact or answer_numeric");
+    LATHE_CHECK_ARG(!e.contains("name") || e["name"].is_string(), at, ".name = ", e.value("name", nlohmann::json()).dump(),
+                    ": expected a string");
+    r.name = e.value("name", type);
+    LATHE_CHECK_ARG(names.insert(r.name).second, at, ".name = \"", r.name, "\": two rewards of one name");
+    LATHE_CHECK_ARG(!e.contains("pattern") || e["pattern"].is_string(), at, ".pattern: expected a string");
+    r.pattern = e.value("pattern", "");
+    LATHE_CHECK_ARG(r.kind != RewardKind::kFormat || !r.pattern.empty(), at,
+                    ".pattern: a format reward needs the regex its completions must match");
+    if (!r.pattern.empty()) {
+      try {
+        r.re.emplace(r.pattern, std::regex::ECMAScript);
+      } catch (const std::regex_error& err) {
+        throw InvalidArgument(str_cat(at, ".pattern = \"", r.pattern, "\": not a regex (", err.what(), ")"));
+      }
+    }
+    if (e.contains("tolerance")) {
+      LATHE_CHECK_ARG(e["tolerance"].is_number() && e["tolerance"].get<double>() >= 0 && r.kind == RewardKind::kAnswerNumeric,
+                      at, ".tolerance = ", e["tolerance"].dump(), ": a number >= 0, for answer_numeric only");
+      r.tolerance = e["tolerance"].get<double>();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+double reward_value(const RewardSpec& r, const std::string& completion, const nlohmann::json& answer) {
+  if (r.kind == RewardKind::kFormat) return std::regex_search(completion, *r.re) ? 1.0 : 0.0;
+  if (answer.is_null()) return kNa;  // no answer for this row: not applicable
+  const std::optional<std::string> got = extract(r, completion);
+  if (r.kind == RewardKind::kAnswerExact) {
+    const std::string want = answer.is_string() ? answer.get<std::string>() : answer.dump();
+    return got && trim(*got) == trim(want) ? 1.0 : 0.0;
+  }
+  const std::optional<double> want = answer_number(answer);
+  if (!want) return kNa;
+  const std::optional<double> x = got ? last_number(*got) : std::nullopt;
+  return x && std::fabs(*x - *want) <= r.tolerance * std::max(1.0, std::fabs(*want)) ? 1.0 : 0.0;
+}
+
+}  // namespace lathe::rollout
