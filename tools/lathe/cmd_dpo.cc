@@ -11,17 +11,6 @@
 
 namespace lathe::cli {
 
-namespace {
-
-// A metric of the step or evaluation by name (NaN when absent).
-double metric(const train::ObjectiveMetrics& m, const std::string& name) {
-  for (const auto& [k, v] : m)
-    if (k == name) return v;
-  return NAN;
-}
-
-}  // namespace
-
 const CommandSpec& dpo_spec() {
   static const CommandSpec spec{
       .name = "dpo",
@@ -50,13 +39,14 @@ int cmd_dpo(int argc, char** argv) {
                          " defaults; docs/dpo.md)",
       // KTO has no pairs to be right about: its KL estimate z0 instead of the reward accuracy.
       .after_loss = [](const train::ObjectiveMetrics& m) {
-        const double acc = metric(m, "rewards/accuracies");
-        return (std::isnan(acc) ? " kl " + fmt("%.3f", metric(m, "kl")) : " acc " + fmt("%.2f", acc)) + " margin " +
-               fmt("%.3f", metric(m, "rewards/margins"));
+        const double acc = train::metric_value(m, "rewards/accuracies");
+        const std::string head =
+            std::isnan(acc) ? " kl " + fmt("%.3f", train::metric_value(m, "kl")) : " acc " + fmt("%.2f", acc);
+        return head + " margin " + fmt("%.3f", train::metric_value(m, "rewards/margins"));
       },
       .after_eval = [](const train::ObjectiveMetrics& m) {
-        const double acc = metric(m, "rewards/accuracies");
-        return std::isnan(acc) ? " val reward margin " + fmt("%.3f", metric(m, "rewards/margins"))
+        const double acc = train::metric_value(m, "rewards/accuracies");
+        return std::isnan(acc) ? " val reward margin " + fmt("%.3f", train::metric_value(m, "rewards/margins"))
                                : " val reward acc " + fmt("%.3f", acc);
       },
   };

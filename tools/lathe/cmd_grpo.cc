@@ -12,16 +12,6 @@
 
 namespace lathe::cli {
 
-namespace {
-
-double metric(const train::ObjectiveMetrics& m, const std::string& name) {
-  for (const auto& [k, v] : m)
-    if (k == name) return v;
-  return NAN;
-}
-
-}  // namespace
-
 const CommandSpec& grpo_spec() {
   static const CommandSpec spec{
       .name = "grpo",
@@ -50,8 +40,9 @@ int cmd_grpo(int argc, char** argv) {
       .missing_section = "no grpo: section (lathe grpo reads grpo.num_generations, grpo.rewards, ...; docs/recipes.md)",
       // The loss of an on-policy step is ~0 by construction: the reward says how training goes.
       .after_loss = [](const train::ObjectiveMetrics& m) {
-        const double kl = metric(m, "kl");  // NaN at beta 0: no reference
-        return " reward " + fmt("%.3f", metric(m, "rewards/mean")) + (std::isnan(kl) ? "" : " kl " + fmt("%.4f", kl));
+        const double kl = train::metric_value(m, "kl");  // NaN at beta 0: no reference
+        return " reward " + fmt("%.3f", train::metric_value(m, "rewards/mean")) +
+               (std::isnan(kl) ? "" : " kl " + fmt("%.4f", kl));
       },
   };
   return run_fine_tune<rollout::GrpoTrainer>(*r, cmd);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +29,13 @@ namespace lathe::train {
 // call. The loop averages them over micro-batches and ranks, like the loss, and writes them to
 // metrics.jsonl after the loop's own keys.
 using ObjectiveMetrics = std::vector<std::pair<std::string, double>>;
+
+// The value of metric `name` in m (NaN when absent), for progress lines.
+inline double metric_value(const ObjectiveMetrics& m, const std::string& name) {
+  for (const auto& [k, v] : m)
+    if (k == name) return v;
+  return std::numeric_limits<double>::quiet_NaN();
+}
 
 struct ObjectiveResult {
   // Scalar f32, recorded on the tape: this micro-batch's mean loss. Every micro-batch weighs the same in
