@@ -18,11 +18,8 @@ DpoOptions dpo_options(train::TrainConfig& c) {
   SectionReader r(c.dpo, where, "dpo");
   EncoderOptions& e = o.encoder;
   const std::string truncation = read_encoder_keys(r, e, o.tokenizer);
-  std::string loss = "sigmoid";
-  r.get("loss_type", loss);
-  o.loss.type = dpo_loss_from_name(loss);
-  r.checked("loss_type", o.loss.type != DpoLossType::kCount, loss,
-            "must be sigmoid, robust, hinge, ipo, simpo, orpo or kto");
+  const std::string loss = r.choice("loss_type", "sigmoid", dpo_loss_from_name, o.loss.type,
+                                    "must be sigmoid, robust, hinge, ipo, simpo, orpo or kto");
   const bool kto = o.loss.type == DpoLossType::kKto;
   r.get("beta", o.loss.beta);
   r.checked("beta", o.loss.beta > 0, o.loss.beta, "must be positive");

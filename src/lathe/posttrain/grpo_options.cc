@@ -43,22 +43,13 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   r.checked("epsilon_c", l.epsilon_c == 0 || l.epsilon_c > 1, l.epsilon_c, "must be > 1 (dual clip), or 0: off");
   r.get("beta", l.beta);
   r.checked("beta", l.beta >= 0, l.beta, "must be >= 0 (0: no reference model)");
-  std::string kl = "k3";
-  r.get("kl_estimator", kl);
-  l.kl = grpo_kl_from_name(kl);
-  r.checked("kl_estimator", l.kl != GrpoKl::kCount, kl, "must be k1, k2 or k3");
+  const std::string kl = r.choice("kl_estimator", "k3", grpo_kl_from_name, l.kl, "must be k1, k2 or k3");
   r.get("kl_clamp", l.kl_clamp);
   r.checked("kl_clamp", l.kl_clamp >= 0, l.kl_clamp, "must be >= 0 (0: off)");
-  std::string agg = "dapo";
-  r.get("loss_type", agg);
-  l.aggregation = grpo_aggregation_from_name(agg);
-  r.checked("loss_type", l.aggregation != GrpoAggregation::kCount, agg,
-            "must be grpo, bnpo, dr_grpo, dapo, seq_mean_token_sum or token_sum_norm");
-  std::string level = "token";
-  r.get("importance_sampling_level", level);
-  l.ratio_level = grpo_ratio_level_from_name(level);
-  r.checked("importance_sampling_level", l.ratio_level != GrpoRatioLevel::kCount, level,
-            "must be token (GRPO), sequence (GSPO) or sequence_token (GSPO-token)");
+  const std::string agg = r.choice("loss_type", "dapo", grpo_aggregation_from_name, l.aggregation,
+                                   "must be grpo, bnpo, dr_grpo, dapo, seq_mean_token_sum or token_sum_norm");
+  const std::string level = r.choice("importance_sampling_level", "token", grpo_ratio_level_from_name, l.ratio_level,
+                                     "must be token (GRPO), sequence (GSPO) or sequence_token (GSPO-token)");
   r.get("log_ratio_clamp", l.log_ratio_clamp);
   r.checked("log_ratio_clamp", l.log_ratio_clamp > 0, l.log_ratio_clamp, "must be positive");
   r.get("token_sum_norm", l.token_sum_norm);
@@ -67,14 +58,10 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   l.max_completion_length = o.max_completion_length;
 
   GrpoAdvantageOptions& a = o.advantage;
-  std::string adv = "grpo";
-  r.get("advantage_type", adv);
-  a.type = grpo_advantage_from_name(adv);
-  r.checked("advantage_type", a.type != GrpoAdvantage::kCount, adv, "must be grpo, dr_grpo or rloo");
-  std::string scale = "group";
-  r.get("scale_rewards", scale);
-  a.scale = grpo_reward_scale_from_name(scale);
-  r.checked("scale_rewards", a.scale != GrpoRewardScale::kCount, scale, "must be group, batch or none");
+  const std::string adv =
+      r.choice("advantage_type", "grpo", grpo_advantage_from_name, a.type, "must be grpo, dr_grpo or rloo");
+  const std::string scale =
+      r.choice("scale_rewards", "group", grpo_reward_scale_from_name, a.scale, "must be group, batch or none");
   r.get("advantage_epsilon", a.eps);
   r.checked("advantage_epsilon", a.eps > 0, a.eps, "must be positive");
   if (const json* w = r.find("reward_weights")) {
@@ -87,11 +74,8 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   r.get("per_reward_normalisation", a.per_reward_normalisation);
 
   GrpoMismatchOptions& m = o.mismatch;
-  std::string mode = "none";
-  r.get("importance_sampling_correction", mode);
-  m.mode = grpo_mismatch_mode_from_name(mode);
-  r.checked("importance_sampling_correction", m.mode != GrpoMismatchMode::kCount, mode,
-            "must be none, token_truncate, token_mask, sequence_truncate or sequence_mask");
+  const std::string mode = r.choice("importance_sampling_correction", "none", grpo_mismatch_mode_from_name, m.mode,
+                                    "must be none, token_truncate, token_mask, sequence_truncate or sequence_mask");
   r.get("importance_sampling_cap", m.c_max);
   r.checked("importance_sampling_cap", m.c_max > 0, m.c_max, "must be positive");
   r.get("importance_sampling_min", m.c_min);

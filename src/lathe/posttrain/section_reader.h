@@ -42,6 +42,16 @@ class SectionReader {
     if (const nlohmann::json* v = find(key))
       out = checked(key, v->is_string(), *v, "expected a string").get<std::string>();
   }
+  // A key naming one of an enum's values (fallback when absent): out = from_name(name), which returns
+  // E::kCount for an unknown name, refused with `rule`. Returns the name, for the resolved recipe.
+  template <class E, class FromName>
+  std::string choice(const char* key, const char* fallback, FromName from_name, E& out, const std::string& rule) {
+    std::string name = fallback;
+    get(key, name);
+    out = from_name(name);
+    checked(key, out != E::kCount, name, rule);
+    return name;
+  }
   // v when ok, else InvalidArgument "<where>: <name>.<key> = <v>: <rule>".
   template <class T>
   const T& checked(const char* key, bool ok, const T& v, const std::string& rule) const {

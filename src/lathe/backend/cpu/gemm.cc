@@ -8,6 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "lathe/backend/cpu/column_chunks.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/base/context.h"
 
@@ -366,19 +367,6 @@ void gemm_blocked(const GemmKernels& kern, int mr, int nr, Kernel kernel, const 
 // ---------------------------------------------------------------------------------------------------
 // Skinny M (decode): x rows made contiguous f32 (or, bf16 x bf16 with the dot kernel, taken as they are),
 // columns split over the workers.
-
-// fn(j0, j1) on one chunk of the n columns per worker, 64-column aligned so no two workers write one cache
-// line of y; one worker when the product is too small to pay for waking another.
-template <class Fn>
-void for_column_chunks(int64_t n, int64_t k, const ThreadPool& pool, const Fn& fn) {
-  const int n_workers = k * n < (int64_t{1} << 16) ? 1 : pool.n_threads();
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, (n + 63) / 64));
-  pool.parallel_for(chunks, [&](int64_t t, int) {
-    const int64_t blocks = (n + 63) / 64;
-    const int64_t j0 = std::min(n, blocks * t / chunks * 64), j1 = std::min(n, blocks * (t + 1) / chunks * 64);
-    if (j0 < j1) fn(j0, j1);
-  });
-}
 
 template <class TA, class TB>
 void gemm_skinny(const GemmKernels& kern, const GemmArgs<TA, TB>& g, const ThreadPool& pool) {

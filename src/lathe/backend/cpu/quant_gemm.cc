@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "lathe/backend/cpu/column_chunks.h"
 #include "lathe/backend/cpu/gemm.h"
 #include "lathe/base/context.h"
 #include "lathe/base/error.h"
@@ -48,14 +49,8 @@ void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const
   if (m <= 0 || w.n <= 0) return;
   if (m > kQuantGemvMaxM) return gemm_panels(m, x, ldx, w, y, ldy, accumulate, pool);
   const QuantGemvFn fn = gemv_for(tier);
-  // Chunks of 64 W rows (no two workers write one cache line of y); one worker for a product too small
-  // to pay for waking another.
-  const int n_workers = w.n * w.k < (int64_t{1} << 16) ? 1 : pool.n_threads();
-  const int64_t blocks = (w.n + 63) / 64, chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, blocks));
-  pool.parallel_for(chunks, [&](int64_t t, int) {
-    const int64_t j0 = std::min(w.n, blocks * t / chunks * 64), j1 = std::min(w.n, blocks * (t + 1) / chunks * 64);
-    if (j0 < j1) fn(static_cast<int>(m), x, ldx, w, j0, j1, y, ldy, accumulate);
-  });
+  for_column_chunks(w.n, w.k, pool,
+                    [&](int64_t j0, int64_t j1) { fn(static_cast<int>(m), x, ldx, w, j0, j1, y, ldy, accumulate); });
 }
 
 bool quant_cpu_has_vnni() {
@@ -82,12 +77,8 @@ void quant_gemm_vnni(int64_t m, const float* x, int64_t ldx, const QuantMatrix& 
   a.dx = reinterpret_cast<float*>(a.xq + xq_bytes);
   a.t = a.dx + m * a.pairs * 16;
   quantize_activations_avx512(a.m, x, ldx, w, a);
-  const int n_workers = w.n * w.k < (int64_t{1} << 16) ? 1 : pool.n_threads();
-  const int64_t blocks = (w.n + 63) / 64, chunks = std::max<int64_t>(1, std::min<int64_t>(n_workers, blocks));
-  pool.parallel_for(chunks, [&](int64_t t, int) {
-    const int64_t j0 = std::min(w.n, blocks * t / chunks * 64), j1 = std::min(w.n, blocks * (t + 1) / chunks * 64);
-    if (j0 < j1) quant_gemv_avx512_vnni(a, w, j0, j1, y, ldy, accumulate);
-  });
+  for_column_chunks(w.n, w.k, pool,
+                    [&](int64_t j0, int64_t j1) { quant_gemv_avx512_vnni(a, w, j0, j1, y, ldy, accumulate); });
 }
 
 void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool accumulate,
