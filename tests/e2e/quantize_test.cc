@@ -78,6 +78,8 @@ TEST(Quantize, LogitsWithinTheFormatsError) {
       };
       if (head) {
         check(q->weights().lm_head, f32->weights().lm_head);
+        // 4-bit formats keep the head at 8 bits (--head-format), as llama.cpp's Q4_0 keeps its output matrix.
+        EXPECT_EQ(quant_spec_name(q->weights().lm_head.quant.spec), spec.format == QuantFormat::kInt8 ? format : "int8");
         continue;
       }
       const DecoderLayer &a = q->weights().layers[l], &b = f32->weights().layers[l];
@@ -143,6 +145,47 @@ TEST(Quantize, SkipKeepsModulesAsStored) {
   const auto q = Model::load(dir);
   EXPECT_TRUE(q->weights().lm_head.weight.defined());
   EXPECT_TRUE(q->weights().layers[1].mlp.down_proj.quant.defined());
+}
+
+// A tied head (Qwen3's fixture ties lm_head to the embedding): quantised as its own lm_head beside the float
+// table, which the token lookup keeps reading; its format is --head-format (default int8 under int4), and
+// the model's logits stay within the formats' error of the f32 model's.
+TEST(Quantize, TiedHeadIsQuantisedBesideTheEmbedding) {
+  const std::string qwen3 = testing::fixtures_root() + "/models/qwen3";
+  const auto f32 = Model::load(qwen3, {.force_f32 = true});
+  ASSERT_TRUE(f32->config().tie_embeddings);
+  NoGradGuard no_grad;
+  const Tensor ids = SafetensorsFile::open(qwen3 + "/reference.safetensors").tensor("input_ids").to(DType::kI32);
+  const Tensor want = f32->forward(ids);
+  for (const auto& [extra, head_format] : {std::pair<std::string, std::string>{"", "int8"}, {" --head-format int4", "int4"}}) {
+    const std::string out = testing::scratch_dir("quantized_qwen3_tied" + head_format);
+    auto [code, text] = testing::run_lathe("quantize " + qwen3 + " " + out + " --format int4" + extra);
+    ASSERT_EQ(code, 0) << text;
+    const CheckpointReader ckpt = CheckpointReader::open_dir(out);
+    EXPECT_EQ(ckpt.entry("lm_head.weight").dtype, head_format == "int8" ? DType::kI8 : DType::kU8);
+    EXPECT_EQ(ckpt.entry("lm_head.scales").dtype, DType::kF16);
+    EXPECT_EQ(ckpt.entry("model.embed_tokens.weight").dtype, f32->weights().embed_tokens.weight.dtype());
+    const auto q = Model::load(out);
+    EXPECT_EQ(q->config().hf_config["quantization_config"].value("lm_head_format", "int4"), head_format);
+    const Linear& head = q->weights().lm_head;
+    ASSERT_TRUE(head.quant.defined() && !head.weight.defined());
+    EXPECT_EQ(quant_spec_name(head.quant.spec), head_format);
+    EXPECT_TRUE(q->weights().embed_tokens.weight.defined());
+    const double head_error = relative_error(dequantize_weight(head.quant), f32->weights().embed_tokens.weight);
+    EXPECT_GT(head_error, 0.0);
+    EXPECT_LT(head_error, head_format == "int8" ? 0.01 : 0.2);
+    // Loose: the 4-bit layers dominate; the check is that the head is the embedding's codes, not another matrix.
+    EXPECT_LT(relative_error(q->forward(ids), want), 0.5);
+    const Tensor deq = Model::load(out, {.force_f32 = true})->forward(ids);
+    EXPECT_LT(relative_error(q->forward(ids), deq), 1e-4);
+  }
+  const std::string kept = testing::scratch_dir("quantized_qwen3_tied_skip");
+  auto [code, text] = testing::run_lathe("quantize " + qwen3 + " " + kept + " --format int8 --skip lm_head");
+  ASSERT_EQ(code, 0) << text;
+  EXPECT_FALSE(CheckpointReader::open_dir(kept).contains("lm_head.scales"));
+  const auto q = Model::load(kept);
+  EXPECT_FALSE(q->weights().lm_head.quant.defined());
+  EXPECT_EQ(q->weights().lm_head.weight.impl(), q->weights().embed_tokens.weight.impl());
 }
 
 }  // namespace

@@ -18,10 +18,14 @@ const CommandSpec& quantize_spec() {
           "Writes OUT_DIR (new or empty) as a Hugging Face folder: IN_DIR's tensors with every plain Linear\n"
           "weight stored quantised along its input dimension (int8: Q8_0-style, scale per 32; int4:\n"
           "Q4_0-style symmetric, scale per 32; int4-gN: asymmetric, scale and minimum per N = 32, 64 or\n"
-          "128), the rest as stored, and config.json with a quantization_config. Embeddings, norms, MoE\n"
-          "experts, a tied LM head and GPT-2's transposed Conv1D weights stay as they are. Layout:\n"
-          "docs/quantization.md.\n",
+          "128), the rest as stored, and config.json with a quantization_config. The LM head (a tied one\n"
+          "too, written as a quantised lm_head beside the float embedding table) takes --head-format:\n"
+          "int8 under a 4-bit format by default. Embeddings, norms, MoE experts and GPT-2's transposed\n"
+          "Conv1D weights stay as they are. Layout: docs/quantization.md.\n",
       .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64 or int4-g128 (required)"},
+                  {"--head-format", "F",
+                   "the LM head's format (default: int8 for the 4-bit formats, else --format); --skip lm_head "
+                   "keeps it unquantised"},
                   {"--skip", "A,B",
                    "modules to keep unquantised: a path or its last parts (lm_head, down_proj, ...); repeatable", true},
                   {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"}}};
@@ -38,6 +42,7 @@ int cmd_quantize(int argc, char** argv) {
   ContextScope scope(ctx);
   QuantizeOptions opts;
   opts.spec = parse_quant_spec(a.str("--format", ""));
+  if (a.has("--head-format")) opts.head = parse_quant_spec(a.str("--head-format", ""));
   for (const std::string& list : a.all("--skip")) {
     std::stringstream ss(list);
     for (std::string item; std::getline(ss, item, ',');)

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <map>
+#include <array>
 #include <optional>
 #include <set>
 
@@ -65,6 +66,16 @@ std::optional<QuantSpec> checkpoint_quant_spec(const json& hf, const std::string
   return parse_quant_spec(qc["format"].get<std::string>());
 }
 
+// The LM head's format in a quantised checkpoint: quantization_config.lm_head_format, else the checkpoint's.
+std::optional<QuantSpec> checkpoint_head_spec(const json& hf, const std::optional<QuantSpec>& spec) {
+  if (!spec) return std::nullopt;
+  const json& qc = hf["quantization_config"];
+  if (!qc.contains("lm_head_format")) return spec;
+  LATHE_CHECK_ARG(qc["lm_head_format"].is_string(), "config.json: quantization_config.lm_head_format must be a "
+                  "format name, got ", qc["lm_head_format"].dump());
+  return parse_quant_spec(qc["lm_head_format"].get<std::string>());
+}
+
 // The checkpoint names of a quantised Linear weight "X.weight": its codes (X.weight), scales and mins.
 std::string quant_stem(const std::string& weight_name) {
   return weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) : weight_name;
@@ -120,46 +131,61 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
         const size_t n = static_cast<size_t>(shape_numel(ckpt.entry(name).shape));
         bytes += HugePageArena::footprint(n * sizeof(f16)) + HugePageArena::kAlignment;
       }
+    // A tied head stored quantised has no binding of its own.
+    if (qspec && m->cfg_.tie_embeddings && ckpt.contains("lm_head.scales"))
+      for (const char* name : {"lm_head.weight", "lm_head.scales", "lm_head.mins"})
+        if (ckpt.contains(name))
+          bytes += HugePageArena::footprint(ckpt.entry(name).end - ckpt.entry(name).begin) + HugePageArena::kAlignment;
     arena.emplace(bytes);
   }
   std::set<std::string> used;
   // A quantised checkpoint: the Linears whose weight is stored as codes + scales (+ mins) take the quant
-  // slot (or, with force_f32, the f32 weight those codes stand for).
-  std::map<const Tensor*, Linear*> linear_of;
-  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
-  for (const TensorBinding& b : m->bindings_) {
-    const std::string stem = quant_stem(b.name);
-    if (!qspec || !ckpt.contains(stem + ".scales")) continue;
-    LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
-                    ckpt.file_of(b.name), ": '", b.name,
-                    "' is stored quantised, but only a plain Linear weight can be");
-    Linear& lin = *linear_of[b.slots[0]];
+  // slot (or, with force_f32, the f32 weight those codes stand for). The LM head may have its own format
+  // (quantization_config.lm_head_format: 4-bit checkpoints keep an int8 head by default).
+  const auto load_quant = [&](const std::string& name, const Shape& shape, const QuantSpec& spec, Linear& lin) {
+    const std::string stem = quant_stem(name);
     QuantWeight q;
-    q.spec = *qspec;
-    q.out = b.shape[0];
-    q.in = b.shape[1];
-    q.codes = ckpt.tensor(b.name);
+    q.spec = spec;
+    q.out = shape[0];
+    q.in = shape[1];
+    q.codes = ckpt.tensor(name);
     q.scales = ckpt.tensor(stem + ".scales");
-    if (quant_has_mins(qspec->format)) {
-      LATHE_CHECK_ARG(ckpt.contains(stem + ".mins"), ckpt.file_of(b.name), ": no '", stem, ".mins' (format ",
-                      quant_spec_name(*qspec), " stores a minimum per group)");
+    if (quant_has_mins(spec.format)) {
+      LATHE_CHECK_ARG(ckpt.contains(stem + ".mins"), ckpt.file_of(name), ": no '", stem, ".mins' (format ",
+                      quant_spec_name(spec), " stores a minimum per group)");
       q.mins = ckpt.tensor(stem + ".mins");
       used.insert(stem + ".mins");
     }
-    q.check(str_cat(ckpt.file_of(b.name), ": '", b.name, "'"));
+    q.check(str_cat(ckpt.file_of(name), ": '", name, "'"));
     if (opts.force_f32) {
       lin.weight = dequantize_weight(q);
-      if (arena) move_into_arena(b.slots, *arena);
+      if (arena) move_into_arena(std::span<Tensor* const>(std::array{&lin.weight}), *arena);
     } else {
       if (arena) {
         Tensor* parts[] = {&q.codes, &q.scales, &q.mins};
         move_into_arena(std::span<Tensor* const>(parts, q.mins.defined() ? 3 : 2), *arena);
       }
+      lin.weight = Tensor();
       lin.quant = std::move(q);
     }
-    used.insert(b.name);
+    used.insert(name);
     used.insert(stem + ".scales");
+  };
+  const std::optional<QuantSpec> head_spec = checkpoint_head_spec(m->cfg_.hf_config, qspec);
+  std::map<const Tensor*, Linear*> linear_of;
+  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
+  for (const TensorBinding& b : m->bindings_) {
+    if (!qspec || !ckpt.contains(quant_stem(b.name) + ".scales")) continue;
+    LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
+                    ckpt.file_of(b.name), ": '", b.name,
+                    "' is stored quantised, but only a plain Linear weight can be");
+    load_quant(b.name, b.shape, b.name == "lm_head.weight" ? *head_spec : *qspec, *linear_of[b.slots[0]]);
   }
+  // A tied LM head stored quantised beside its float embedding (lathe quantize): the head reads the codes,
+  // the token lookup the float table.
+  const bool quant_tied_head = qspec && m->cfg_.tie_embeddings && ckpt.contains("lm_head.scales");
+  if (quant_tied_head)
+    load_quant("lm_head.weight", {m->cfg_.vocab_size, m->cfg_.hidden}, *head_spec, m->w_.lm_head);
   for (const TensorBinding& b : m->bindings_) {
     if (used.count(b.name)) continue;
     LATHE_CHECK_ARG(ckpt.contains(b.name), dir, ": missing tensor '", b.name, "' (", m->cfg_.architecture,
@@ -179,7 +205,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   for (const std::string& name : ckpt.names())
     LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
                     "' (not part of ", m->cfg_.architecture, " with this config.json)");
-  if (m->cfg_.tie_embeddings) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
+  if (m->cfg_.tie_embeddings && !quant_tied_head) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
   return m;
 }
 

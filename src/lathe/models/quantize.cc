@@ -31,8 +31,15 @@ bool quant_module_matches(const std::string& module, const std::string& pattern)
   return !pattern.empty() && (module == pattern || (module.size() > pattern.size() && module.ends_with("." + pattern)));
 }
 
+QuantSpec head_quant_spec(const QuantizeOptions& opts) {
+  if (opts.head) return *opts.head;
+  return opts.spec.format == QuantFormat::kInt8 ? opts.spec : QuantSpec{QuantFormat::kInt8, 32};
+}
+
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
   check_quant_spec(opts.spec);
+  const QuantSpec head_spec = head_quant_spec(opts);
+  check_quant_spec(head_spec);
   LATHE_CHECK_ARG(!fs::exists(out_dir) || (fs::is_directory(out_dir) && fs::is_empty(out_dir)), out_dir,
                   ": exists and is not an empty folder (lathe quantize writes a new folder)");
   NoGradGuard no_grad;
@@ -45,45 +52,66 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   for_each_linear(model->weights(), [&](const Linear& l) { is_linear[&l.weight] = true; });
 
   QuantizeReport report;
-  std::map<std::string, std::string> target;  // checkpoint weight name -> module path, for those quantised
+  const auto skipped = [&](const std::string& module) {
+    for (const std::string& p : opts.skip)
+      if (quant_module_matches(module, p)) return true;
+    return false;
+  };
+  const auto check_group = [&](const std::string& name, const Shape& shape, const QuantSpec& spec,
+                               const std::string& module) {
+    LATHE_CHECK_ARG(shape[1] % spec.group == 0, in_dir, ": '", name, "' ", shape_str(shape), ": its input size ",
+                    shape[1], " is not a multiple of the group size ", spec.group, " of format ",
+                    quant_spec_name(spec), " (pass --skip ", module, " to keep it, or pick a format whose group "
+                    "divides it)");
+  };
+  // checkpoint weight name -> (module path, format), for those quantised
+  std::map<std::string, std::pair<std::string, QuantSpec>> target;
+  std::string tied_embedding;  // the embedding table a tied head is quantised from ("" if none)
   for (const TensorBinding& b : model->bindings()) {
+    if (model->config().tie_embeddings && b.slots.size() == 1 && b.slots[0] == &model->weights().embed_tokens.weight)
+      tied_embedding = b.name;
     if (b.slots.size() != 1 || !is_linear.count(b.slots[0])) continue;
     const std::string module = b.name.ends_with(".weight") ? b.name.substr(0, b.name.size() - 7) : b.name;
-    bool skipped = false;
-    for (const std::string& p : opts.skip) skipped = skipped || quant_module_matches(module, p);
-    if (skipped) {
+    const QuantSpec spec = module == "lm_head" ? head_spec : opts.spec;
+    if (skipped(module)) {
       report.kept.push_back(module + ": --skip");
     } else if (b.transposed) {  // GPT-2's Conv1D [in, out]: the codes run along the input dimension
       report.kept.push_back(module + ": stored transposed ([in, out], GPT-2 Conv1D)");
     } else if (b.shape.size() != 2) {
       report.kept.push_back(module + ": not 2-D");
     } else {
-      LATHE_CHECK_ARG(b.shape[1] % opts.spec.group == 0, in_dir, ": '", b.name, "' ", shape_str(b.shape),
-                      ": its input size ", b.shape[1], " is not a multiple of the group size ", opts.spec.group,
-                      " of format ", quant_spec_name(opts.spec), " (pass --skip ", module,
-                      " to keep it, or pick a format whose group divides it)");
-      target[b.name] = module;
+      check_group(b.name, b.shape, spec, module);
+      target[b.name] = {module, spec};
     }
   }
-  if (model->config().tie_embeddings) report.kept.push_back("lm_head: tied to model.embed_tokens (an embedding)");
+  const bool quantise_tied_head = !tied_embedding.empty() && !skipped("lm_head");
+  if (!tied_embedding.empty() && !quantise_tied_head) report.kept.push_back("lm_head: --skip (tied to the embedding)");
+  if (quantise_tied_head)
+    check_group(tied_embedding, {model->config().vocab_size, model->config().hidden}, head_spec, "lm_head");
 
   const CheckpointReader ckpt = CheckpointReader::open_dir(in_dir);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const std::string& name : ckpt.names()) {
     const Tensor t = ckpt.tensor(name);
     report.bytes_in += t.nbytes();
+    const auto write_quantised = [&](const std::string& codes_name, const std::string& module,
+                                     const QuantSpec& spec) {
+      const QuantWeight q = quantize_weight(t, spec);
+      tensors.push_back({codes_name, q.codes});
+      tensors.push_back({module + ".scales", q.scales});
+      if (q.mins.defined()) tensors.push_back({module + ".mins", q.mins});
+      report.bytes_out += q.nbytes();
+      ++report.n_quantized;
+    };
+    // A tied head: the float table stays for the lookup, its quantised copy becomes lm_head.
+    if (quantise_tied_head && name == tied_embedding) write_quantised("lm_head.weight", "lm_head", head_spec);
     auto it = target.find(name);
     if (it == target.end()) {
       tensors.push_back({name, t});
       report.bytes_out += t.nbytes();
       continue;
     }
-    const QuantWeight q = quantize_weight(t, opts.spec);
-    tensors.push_back({name, q.codes});
-    tensors.push_back({it->second + ".scales", q.scales});
-    if (q.mins.defined()) tensors.push_back({it->second + ".mins", q.mins});
-    report.bytes_out += q.nbytes();
-    ++report.n_quantized;
+    write_quantised(name, it->second.first, it->second.second);
   }
   fs::create_directories(out_dir);
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
@@ -97,6 +125,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   nlohmann::json kept = nlohmann::json::array();
   for (const std::string& k : report.kept) kept.push_back(k.substr(0, k.find(':')));
   qc["modules_not_converted"] = kept;
+  if (quant_spec_name(head_spec) != quant_spec_name(opts.spec)) qc["lm_head_format"] = quant_spec_name(head_spec);
   config["quantization_config"] = qc;
   write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
   for (const auto& entry : fs::directory_iterator(in_dir)) {

@@ -3,6 +3,7 @@
 // `quantization_config` in config.json that Model::load reads back.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,14 @@ struct QuantizeOptions {
   // Modules left in their stored dtype: a module path ("model.layers.0.mlp.down_proj") or its last parts
   // ("lm_head", "down_proj", "mlp.down_proj").
   std::vector<std::string> skip;
+  // The LM head's format (a tied head too: it is written as a quantised lm_head beside the float embedding
+  // table, which the token lookup keeps reading). Default: int8 under a 4-bit format, as llama.cpp keeps
+  // its output matrix at 6 bits under Q4_0 (the head is the matrix most sensitive to rounding), else spec.
+  std::optional<QuantSpec> head;
 };
+
+// The LM head's format for opts (opts.head, or the default above).
+QuantSpec head_quant_spec(const QuantizeOptions& opts);
 
 struct QuantizeReport {
   int n_quantized = 0;
