@@ -1,9 +1,11 @@
 // Google Benchmark of the quantised GEMM (backend/cpu/quant_gemm.h) on Llama-1B decode shapes: batched decode
-// of M = 1..16 sequences (the GEMV) and M = 32 (dequantised panels + the f32 GEMM), per format, with the
+// of M = 1..16 sequences (the GEMV) and prefill at M = 32 and 128 (the tier's dequantised panels + the f32 GEMM;
+// BM_QuantGemvVnni_*: the int8 prefill GEMM on repacked panels), per format, with the
 // packed weights rotated over 256 MiB of copies so that they come from DRAM. Bytes/s counts the packed bytes
 // read (codes + scales + mins); compare with gemm_bench's BM_Decode_F32 / BM_Decode_Bf16 at the same shape.
 // The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
-// BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI.
+// BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI:
+// what quant_gemm runs there at every M.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -55,7 +57,9 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
     const Packed& w = ws[next];
     const lathe::cpu::QuantMatrix mat{
         s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    if (vnni)
+    if (vnni && m > lathe::cpu::kQuantGemvMaxM)
+      lathe::cpu::quant_gemm_vnni_prefill(m, x.data(), k, mat, y.data(), n, false, pool);
+    else if (vnni)
       lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
     else
       lathe::cpu::quant_gemm_with(lathe::cpu::cpu_tier(), m, x.data(), k, mat, y.data(), n, false, pool);
@@ -75,13 +79,13 @@ void register_all() {
   };
   for (const char* format : {"int8", "int4", "int4-g32", "int4-g128"})
     for (const Shape& sh : {Shape{"N8192_K2048", 8192, 2048}, Shape{"N2048_K8192", 2048, 8192}})
-      for (int64_t m : {1, 4, 16, 32}) {
+      for (int64_t m : {1, 4, 16, 32, 128}) {
         const QuantSpec s = lathe::parse_quant_spec(format);
         const std::string name = std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
         benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {
           bench_quant(st, s, m, sh.n, sh.k, false);
         })->Apply(threads);
-        if (m > lathe::cpu::kQuantGemvMaxM || !lathe::cpu::quant_cpu_has_vnni()) continue;
+        if (!lathe::cpu::quant_cpu_has_vnni()) continue;
         benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
           bench_quant(st, s, m, sh.n, sh.k, true);
         })->Apply(threads);

@@ -86,9 +86,12 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
   // Decode on AVX-512 VNNI takes the integer dot: faster than f32 FMA on the dequantised weights for every
   // format at M = 1, 4 and 16 on Zen 5 (1.8-2.5x at M = 1, 3.5-4.3x at M = 16, 1 thread: docs/benchmarks.md),
   // at the cost of rounding x to int8 per 32 inputs, as llama.cpp's Q8_0 / Q4_0 dot products do.
+  // Prefill too: an int8 GEMM on repacked panels beats the f32 GEMM on dequantised ones (docs/benchmarks.md).
   static const bool vnni = quant_cpu_has_vnni();
-  if (vnni && cpu_tier() == CpuTier::kAvx512 && m >= 1 && m <= kQuantGemvMaxM)
-    return quant_gemm_vnni(m, x, ldx, w, y, ldy, accumulate, pool);
+  if (vnni && cpu_tier() == CpuTier::kAvx512 && m >= 1) {
+    if (m <= kQuantGemvMaxM) return quant_gemm_vnni(m, x, ldx, w, y, ldy, accumulate, pool);
+    return quant_gemm_vnni_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
+  }
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }
 

@@ -1,8 +1,8 @@
 // y = x · deq(W)ᵀ for a quantised Linear weight W [n, k] (tensor/quant_weight.h). Decode (m <= 16 rows of
 // x) runs a GEMV that reads the packed codes once and dequantises them in registers (or, with AVX-512 VNNI,
 // meets them with int8 activations in integer dot products), the n rows of W split over the pool's
-// workers; prefill (more rows) dequantises a block of W rows at a time into an f32 panel
-// and runs the f32 GEMM on it. The tier follows cpu_tier() (LATHE_CPU lowers it).
+// workers; prefill (more rows) runs an int8 GEMM on AVX-512 VNNI CPUs, elsewhere dequantises a block of W
+// rows at a time into an f32 panel and runs the f32 GEMM on it. The tier follows cpu_tier() (LATHE_CPU lowers it).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,11 @@ bool quant_cpu_has_vnni();
 // y (=|+=) x · deq(W)ᵀ through int8 activations, m <= kQuantGemvMaxM; only where quant_cpu_has_vnni().
 void quant_gemm_vnni(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                      bool accumulate, const ThreadPool& pool);
+// The prefill GEMM through int8 activations (quant_gemm_avx512_vnni.cc): any m, formats int8 / int4 /
+// int4-asym; each worker repacks 32 W rows at a time into vpdpbusd's operand order. Only where
+// quant_cpu_has_vnni(). Rounds x as quant_gemm_vnni does (ref::quant_matmul_q8_activations is its definition).
+void quant_gemm_vnni_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                             bool accumulate, const ThreadPool& pool);
 void quantize_activations_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, QuantActivations& a);
 void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                             int64_t ldy, bool accumulate);

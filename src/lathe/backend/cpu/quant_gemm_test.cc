@@ -209,10 +209,12 @@ TEST_P(QuantGemmTierTest, RowsIndependentOfBatch) {
 // the offset correction off·dw·T_g, 16-lane sums) are within a few roundings of a magnitude that counts
 // the offset codes too: Σ_p (|w_p| + off·|d| + |m|)·dx·|xq_p|, times k/16 + 8 roundings of 2^-24 each.
 // Against the f32 reference, the activations' own rounding adds at most Σ_p |w_p|·dx/2.
-TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
-  if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+using VnniKernel = void (*)(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                           bool accumulate, const ThreadPool& pool);
+
+void check_vnni_kernel(VnniKernel kernel, const std::vector<int64_t>& ms) {
   const KernelShape shapes[] = {{1, 32}, {3, 64}, {37, 96}, {130, 128}, {257, 256}, {300, 256}, {5, 4096}};
-  constexpr int64_t kMaxM = kQuantGemvMaxM;
+  const int64_t kMaxM = *std::max_element(ms.begin(), ms.end());
   ThreadPool pools[] = {ThreadPool(1), ThreadPool(2)};
   std::mt19937 rng(13);
   for (const QuantSpec& s : kSpecs)
@@ -247,11 +249,11 @@ TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
           }
         }
       }
-      for (int64_t m = 1; m <= kMaxM; ++m)
+      for (int64_t m : ms)
         for (const ThreadPool& pool : pools)
           for (bool acc : {false, true}) {
             std::vector<float> y = acc ? bias : std::vector<float>(expect.size(), NAN);
-            quant_gemm_vnni(m, x.data(), sh.k, p.view(), y.data(), sh.n, acc, pool);
+            kernel(m, x.data(), sh.k, p.view(), y.data(), sh.n, acc, pool);
             for (int64_t i = 0; i < kMaxM; ++i)
               for (int64_t j = 0; j < sh.n; ++j) {
                 const size_t at = static_cast<size_t>(i * sh.n + j);
@@ -273,6 +275,19 @@ TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
               }
           }
     }
+}
+
+TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
+  if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  std::vector<int64_t> ms;
+  for (int64_t m = 1; m <= kQuantGemvMaxM; ++m) ms.push_back(m);
+  check_vnni_kernel(quant_gemm_vnni, ms);
+}
+
+// The prefill GEMM (repacked 32-column panels, 4-row tiles): row tails 1-3, column tails, any m.
+TEST(QuantGemmVnni, PrefillMatchesReferenceOnQuantisedActivations) {
+  if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  check_vnni_kernel(quant_gemm_vnni_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
 }
 
 TEST(QuantGemmVnni, RowsIndependentOfBatch) {
@@ -323,6 +338,10 @@ TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
       if (quant_cpu_has_vnni() && m <= kQuantGemvMaxM)
         run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
           quant_gemm_vnni(m, xp, lx, p.view(), yp, ly, false, pool);
+        });
+      if (quant_cpu_has_vnni())
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_vnni_prefill(m, xp, lx, p.view(), yp, ly, false, pool);
         });
     }
   }
