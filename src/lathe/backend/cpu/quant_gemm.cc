@@ -29,14 +29,15 @@ QuantGemvFn gemv_for(CpuTier tier) {
 // from it while it is in L2/L3.
 constexpr int64_t kPanelRows = 256;
 
-void gemm_panels(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool accumulate,
-                 const ThreadPool& pool) {
+void gemm_panels(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                 bool accumulate, const ThreadPool& pool) {
+  const auto dequantize = tier >= CpuTier::kAvx2 ? quant_dequantize_rows_avx2 : quant_dequantize_rows;
   const int64_t rows = std::min(kPanelRows, w.n);
   const std::shared_ptr<void> buf = current_context().alloc.allocate(static_cast<size_t>(rows * w.k) * sizeof(float));
   float* panel = static_cast<float*>(buf.get());
   for (int64_t j0 = 0; j0 < w.n; j0 += rows) {
     const int64_t nb = std::min(rows, w.n - j0);
-    pool.parallel_for(nb, [&](int64_t r, int) { quant_dequantize_rows(w, j0 + r, j0 + r + 1, panel + r * w.k); });
+    pool.parallel_for(nb, [&](int64_t r, int) { dequantize(w, j0 + r, j0 + r + 1, panel + r * w.k); });
     gemm(GemmArgs<float, float>{false, true, m, nb, w.k, x, ldx, panel, w.k, y + j0, ldy, 1.f, accumulate ? 1.f : 0.f},
          pool);
   }
@@ -47,7 +48,7 @@ void gemm_panels(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, f
 void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                      bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
-  if (m > kQuantGemvMaxM) return gemm_panels(m, x, ldx, w, y, ldy, accumulate, pool);
+  if (m > kQuantGemvMaxM) return gemm_panels(tier, m, x, ldx, w, y, ldy, accumulate, pool);
   const QuantGemvFn fn = gemv_for(tier);
   for_column_chunks(w.n, w.k, pool,
                     [&](int64_t j0, int64_t j1) { fn(static_cast<int>(m), x, ldx, w, j0, j1, y, ldy, accumulate); });

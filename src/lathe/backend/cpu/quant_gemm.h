@@ -71,7 +71,9 @@ void quantize_activations_avx512(int m, const float* x, int64_t ldx, const Quant
 void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                             int64_t ldy, bool accumulate);
 
-// Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition).
+// Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition), and the
+// same in AVX2 (bit-equal; the panels of the avx2 and avx512 tiers).
 void quant_dequantize_rows(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst);
+void quant_dequantize_rows_avx2(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst);
 
 }  // namespace lathe::cpu

@@ -209,6 +209,19 @@ TEST_P(QuantGemmTierTest, RowsIndependentOfBatch) {
 // the offset correction off·dw·T_g, 16-lane sums) are within a few roundings of a magnitude that counts
 // the offset codes too: Σ_p (|w_p| + off·|d| + |m|)·dx·|xq_p|, times k/16 + 8 roundings of 2^-24 each.
 // Against the f32 reference, the activations' own rounding adds at most Σ_p |w_p|·dx/2.
+// The prefill panels' AVX2 dequantisation equals the scalar definition bit for bit.
+TEST(QuantGemm, Avx2DequantisationIsTheScalarOne) {
+  if (cpu_max_tier() < CpuTier::kAvx2) GTEST_SKIP() << "CPU lacks AVX2";
+  std::mt19937 rng(23);
+  for (const QuantSpec& s : kSpecs) {
+    const Packed p = pack(s, 9, 384, rng);
+    std::vector<float> want(static_cast<size_t>(7 * p.k)), got(want.size(), NAN);
+    quant_dequantize_rows(p.view(), 2, 9, want.data());
+    quant_dequantize_rows_avx2(p.view(), 2, 9, got.data());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << quant_spec_name(s) << " at " << i;
+  }
+}
+
 using VnniKernel = void (*)(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                            bool accumulate, const ThreadPool& pool);
 

@@ -136,7 +136,42 @@ LATHE_AVX2 void gemv(int m, const float* x, int64_t ldx, const QuantMatrix& w, i
   }
 }
 
+// Rows [j0, j1) of W in f32 (the prefill panels), bit-equal to the scalar definition: (q - 8)·d and q·d + m
+// are one rounding each, as the scalar fma(q, d, -8d) and fma(q, d, m) are.
+template <QuantFormat F>
+LATHE_AVX2 void dequantize(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst) {
+  const int64_t groups = w.k / w.spec.group, units_per_group = w.spec.group / kQuantUnit;
+  const int64_t row_bytes = quant_row_bytes(F, w.k);
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* codes = w.codes + j * row_bytes;
+    float* out = dst + (j - j0) * w.k;
+    for (int64_t u = 0; u < w.k / kQuantUnit; ++u) {
+      const int64_t g = j * groups + u / units_per_group;
+      const __m256 d = _mm256_set1_ps(f16_to_f32(w.scales[g]));
+      const __m256 mn = F == QuantFormat::kInt4Asym ? _mm256_set1_ps(f16_to_f32(w.mins[g])) : _mm256_setzero_ps();
+      __m256i q[4];
+      unit_codes<F>(codes, u, q);
+      for (int v = 0; v < 4; ++v) {
+        const __m256 qf = _mm256_cvtepi32_ps(q[v]);
+        _mm256_storeu_ps(out + u * kQuantUnit + 8 * v,
+                         F == QuantFormat::kInt4Asym ? _mm256_fmadd_ps(qf, d, mn) : _mm256_mul_ps(qf, d));
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void quant_dequantize_rows_avx2(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst) {
+  switch (w.spec.format) {
+    case QuantFormat::kInt8:
+      return dequantize<QuantFormat::kInt8>(w, j0, j1, dst);
+    case QuantFormat::kInt4:
+      return dequantize<QuantFormat::kInt4>(w, j0, j1, dst);
+    default:
+      return dequantize<QuantFormat::kInt4Asym>(w, j0, j1, dst);
+  }
+}
 
 void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                      int64_t ldy, bool accumulate) {
