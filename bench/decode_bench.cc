@@ -29,7 +29,8 @@
 //
 // Model folders: --f32=DIR --bf16=DIR --f16=DIR, or LATHE_BENCH_LLAMA1B_F32 / _BF16 / _F16 (f32 and bf16
 // written by ../shared/tools/make_bench_model.py --shape llama-1B --dtype f32|bf16; an F16 folder is any
-// checkpoint stored in F16, kept f16 in memory); absent ones are skipped.
+// checkpoint stored in F16, kept f16 in memory; --int8=DIR / --int4=DIR: folders written by `lathe quantize`,
+// whose Linears count their codes + scales); absent ones are skipped.
 // The benchmark names say Llama1B whatever the folder holds (bench/summarize.py parses them); the label
 // names the CPU tier that ran (cpu=avx2 under LATHE_CPU=avx2). Prefill of P tokens: --prompt=P --new=2
 // (prefill_tok/s).
@@ -192,7 +193,7 @@ class Probe {
 };
 
 struct Flags {
-  std::string f32_dir, bf16_dir, f16_dir;
+  std::string f32_dir, bf16_dir, f16_dir, int8_dir, int4_dir;
   std::vector<int> threads = {1, 2};
   std::vector<int> batch = {1};  // sequences decoding together
   int prompt = 16, new_tokens = 64;
@@ -230,7 +231,9 @@ bool parse_flags(int argc, char** argv, Flags& f) {
       return true;
     };
     std::string v;
-    if (value("f32", f.f32_dir) || value("bf16", f.bf16_dir) || value("f16", f.f16_dir)) continue;
+    if (value("f32", f.f32_dir) || value("bf16", f.bf16_dir) || value("f16", f.f16_dir) || value("int8", f.int8_dir) ||
+        value("int4", f.int4_dir))
+      continue;
     if (value("prompt", v)) { f.prompt = std::stoi(v); continue; }
     if (value("new", v)) { f.new_tokens = std::stoi(v); continue; }
     if (a == "--no_probe_benchmarks") { f.probe_benchmarks = false; continue; }
@@ -266,10 +269,16 @@ bool parse_flags(int argc, char** argv, Flags& f) {
 }
 
 // Bytes of every matrix read once per decoded token (see the header comment).
+// A Linear's matrix bytes as held: its weight, or its quantised codes + scales (+ mins).
+size_t linear_bytes(const lathe::Linear& l) { return l.quant.defined() ? l.quant.nbytes() : l.weight.nbytes(); }
+const void* linear_data(const lathe::Linear& l) {
+  return l.quant.defined() ? l.quant.codes.raw_data() : l.weight.raw_data();
+}
+
 double weight_bytes_per_token(const Model& m) {
   double bytes = 0;
   // Every Linear's weight: per layer q, k, v, o and the MLP projections, then the head (tied or not).
-  lathe::for_each_linear(m.weights(), [&](const lathe::Linear& l) { bytes += static_cast<double>(l.weight.nbytes()); });
+  lathe::for_each_linear_module(m.weights(), [&](const lathe::Linear& l) { bytes += static_cast<double>(linear_bytes(l)); });
   return bytes;
 }
 
@@ -280,9 +289,9 @@ void report_weight_pages(const std::string& label, const Model& m) {
   std::map<uintptr_t, lathe::MemoryRegion> regions;
   double bytes = 0;
   bool found = true;
-  lathe::for_each_linear(m.weights(), [&](const lathe::Linear& l) {
-    bytes += static_cast<double>(l.weight.nbytes());
-    const std::optional<lathe::MemoryRegion> r = lathe::memory_region_of(l.weight.raw_data());
+  lathe::for_each_linear_module(m.weights(), [&](const lathe::Linear& l) {
+    bytes += static_cast<double>(linear_bytes(l));
+    const std::optional<lathe::MemoryRegion> r = lathe::memory_region_of(linear_data(l));
     if (r) regions.emplace(r->begin, *r);
     found = found && r.has_value();
   });
@@ -431,6 +440,8 @@ int main(int argc, char** argv) {
   register_decode("F32", f.f32_dir, f, probe);
   register_decode("BF16", f.bf16_dir, f, probe);
   register_decode("F16", f.f16_dir, f, probe);
+  register_decode("INT8", f.int8_dir, f, probe);
+  register_decode("INT4", f.int4_dir, f, probe);
   if (f.probe_benchmarks) register_probes(probe, f.threads, "after");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
