@@ -69,14 +69,17 @@ void quant_gemm_vnni(int64_t m, const float* x, int64_t ldx, const QuantMatrix& 
   LATHE_ASSERT(m <= kQuantGemvMaxM && quant_cpu_has_vnni(), "quant_gemm_vnni: m ", m, " or CPU without VNNI");
   QuantActivations a;
   a.m = static_cast<int>(m);
-  a.pairs = (w.k / 32 + 1) / 2;
+  const int64_t per_block = quant_units_per_block(w.spec.format);
+  a.blocks = (w.k / kQuantUnit + per_block - 1) / per_block;
+  a.block_bytes = per_block * kQuantUnit;
   a.groups = w.k / w.spec.group;
-  const size_t xq_bytes = static_cast<size_t>(m * a.pairs * 64), dx_bytes = static_cast<size_t>(m * a.pairs * 16) * 4;
+  const size_t xq_bytes = static_cast<size_t>(m * a.blocks * a.block_bytes);
+  const size_t dx_bytes = static_cast<size_t>(m * a.blocks * 16) * 4;
   const std::shared_ptr<void> buf =
       current_context().alloc.allocate(xq_bytes + dx_bytes + static_cast<size_t>(m * a.groups) * 4);
   a.xq = static_cast<int8_t*>(buf.get());
   a.dx = reinterpret_cast<float*>(a.xq + xq_bytes);
-  a.t = a.dx + m * a.pairs * 16;
+  a.t = a.dx + m * a.blocks * 16;
   quantize_activations_avx512(a.m, x, ldx, w, a);
   for_column_chunks(w.n, w.k, pool,
                     [&](int64_t j0, int64_t j1) { quant_gemv_avx512_vnni(a, w, j0, j1, y, ldy, accumulate); });

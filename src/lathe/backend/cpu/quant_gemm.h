@@ -49,14 +49,18 @@ void quant_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w,
                        int64_t ldy, bool accumulate);
 
 // The integer-dot decode path (AVX-512 VNNI, quant_gemv_avx512_vnni.cc): x quantised per unit of 32 inputs
-// to int8 (ref::quantize_activation_unit), laid out per pair of units in the order the format's codes load.
+// to int8 (ref::quantize_activation_unit), laid out per block of W codes (64 bytes: 2 int8 units or 4 int4
+// units) in the order the format's codes load.
 struct QuantActivations {
   int m = 0;
-  int64_t pairs = 0, groups = 0;  // ceil(k / 64) pairs of units; k / group groups
-  int8_t* xq = nullptr;           // [m][pairs][64], 64-byte aligned
-  float* dx = nullptr;            // [m][pairs][16]: each int32 lane's unit scale dx, 64-byte aligned
-  float* t = nullptr;             // [m][groups]: Σ over the group's units of dx · Σ xq
+  int64_t blocks = 0, groups = 0;  // ceil(units / units per block) blocks; k / group groups
+  int64_t block_bytes = 0;         // x codes per block: 64 (int8) or 128 (int4: low then high nibbles' inputs)
+  int8_t* xq = nullptr;            // [m][blocks][block_bytes], 64-byte aligned
+  float* dx = nullptr;             // [m][blocks][16]: each int32 lane's unit scale dx, 64-byte aligned
+  float* t = nullptr;              // [m][groups]: Σ over the group's units of dx · Σ xq
 };
+// Units of 32 inputs per 64-byte block of codes.
+inline int64_t quant_units_per_block(QuantFormat f) { return f == QuantFormat::kInt8 ? 2 : 4; }
 // True when this CPU has AVX-512 VNNI (vpdpbusd).
 bool quant_cpu_has_vnni();
 // y (=|+=) x · deq(W)ᵀ through int8 activations, m <= kQuantGemvMaxM; only where quant_cpu_has_vnni().
