@@ -5,7 +5,8 @@
 // read (codes + scales + mins); compare with gemm_bench's BM_Decode_F32 / BM_Decode_Bf16 at the same shape.
 // The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
 // BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI:
-// what quant_gemm runs there at every M.
+// what quant_gemm runs there at every M. BM_QuantGemvAvx2Int_*: the AVX2 integer-dot decode kernel (vpmaddubsw),
+// what CPUs without AVX-512 VNNI run for decode.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -45,7 +46,10 @@ Packed pack(const QuantSpec& s, int64_t n, int64_t k) {
 
 // vnni: the integer-dot kernel (x quantised to int8 per 32; what quant_gemm runs for decode on a VNNI CPU)
 // instead of the tier's f32 FMA one.
-void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, bool vnni) {
+enum class Kernel { kTier, kVnni, kAvx2Int };
+
+void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, Kernel kernel) {
+  const bool vnni = kernel == Kernel::kVnni;
   const ThreadPool pool(static_cast<int>(st.range(0)));
   const Packed one = pack(s, n, k);
   const int64_t bytes = static_cast<int64_t>(one.codes.size() + 2 * (one.scales.size() + one.mins.size()));
@@ -57,7 +61,9 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
     const Packed& w = ws[next];
     const lathe::cpu::QuantMatrix mat{
         s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    if (vnni && m > lathe::cpu::kQuantGemvMaxM)
+    if (kernel == Kernel::kAvx2Int)
+      lathe::cpu::quant_gemm_avx2_int(m, x.data(), k, mat, y.data(), n, false, pool);
+    else if (vnni && m > lathe::cpu::kQuantGemvMaxM)
       lathe::cpu::quant_gemm_vnni_prefill(m, x.data(), k, mat, y.data(), n, false, pool);
     else if (vnni)
       lathe::cpu::quant_gemm_vnni(m, x.data(), k, mat, y.data(), n, false, pool);
@@ -68,7 +74,9 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
   }
   st.SetBytesProcessed(st.iterations() * bytes);
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k * st.iterations(), benchmark::Counter::kIsRate);
-  st.SetLabel(vnni ? "avx512vnni" : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
+  st.SetLabel(vnni                         ? "avx512vnni"
+              : kernel == Kernel::kAvx2Int ? "avx2-int8dot"
+                                           : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
 }
 
 void register_all() {
@@ -83,11 +91,15 @@ void register_all() {
         const QuantSpec s = lathe::parse_quant_spec(format);
         const std::string name = std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
         benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {
-          bench_quant(st, s, m, sh.n, sh.k, false);
+          bench_quant(st, s, m, sh.n, sh.k, Kernel::kTier);
         })->Apply(threads);
+        if (m <= lathe::cpu::kQuantGemvMaxM && lathe::cpu::cpu_max_tier() >= lathe::cpu::CpuTier::kAvx2)
+          benchmark::RegisterBenchmark(("BM_QuantGemvAvx2Int_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
+            bench_quant(st, s, m, sh.n, sh.k, Kernel::kAvx2Int);
+          })->Apply(threads);
         if (!lathe::cpu::quant_cpu_has_vnni()) continue;
         benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
-          bench_quant(st, s, m, sh.n, sh.k, true);
+          bench_quant(st, s, m, sh.n, sh.k, Kernel::kVnni);
         })->Apply(threads);
       }
 }

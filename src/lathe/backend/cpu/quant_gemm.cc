@@ -96,6 +96,10 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
     if (m <= kQuantGemvMaxM) return quant_gemm_vnni(m, x, ldx, w, y, ldy, accumulate, pool);
     return quant_gemm_vnni_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
   }
+  // The AVX2 tier's decode: vpmaddubsw on int8 activations, 1.1-1.4x the f32 FMA on dequantised codes
+  // (LATHE_CPU=avx2 on Zen 5, docs/benchmarks.md).
+  if (cpu_tier() == CpuTier::kAvx2 && m >= 1 && m <= kQuantGemvMaxM)
+    return quant_gemm_avx2_int(m, x, ldx, w, y, ldy, accumulate, pool);
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }
 

@@ -75,6 +75,11 @@ void quantize_activations_avx512(int m, const float* x, int64_t ldx, const Quant
 void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                             int64_t ldy, bool accumulate);
 
+// The integer-dot decode path for CPUs without AVX-512 VNNI (quant_gemv_avx2_int.cc: AVX2 vpmaddubsw), any
+// m (meant for m <= kQuantGemvMaxM): x rounded to int8 per 32 inputs as quant_gemm_vnni does.
+void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                         bool accumulate, const ThreadPool& pool);
+
 // Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition), and the
 // same in AVX2 (bit-equal; the panels of the avx2 and avx512 tiers).
 void quant_dequantize_rows(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst);

@@ -222,10 +222,10 @@ TEST(QuantGemm, Avx2DequantisationIsTheScalarOne) {
   }
 }
 
-using VnniKernel = void (*)(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
-                           bool accumulate, const ThreadPool& pool);
+using IntDotKernel = void (*)(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                              bool accumulate, const ThreadPool& pool);
 
-void check_vnni_kernel(VnniKernel kernel, const std::vector<int64_t>& ms) {
+void check_int_dot_kernel(IntDotKernel kernel, const std::vector<int64_t>& ms) {
   const KernelShape shapes[] = {{1, 32}, {3, 64}, {37, 96}, {130, 128}, {257, 256}, {300, 256}, {5, 4096}};
   const int64_t kMaxM = *std::max_element(ms.begin(), ms.end());
   ThreadPool pools[] = {ThreadPool(1), ThreadPool(2)};
@@ -294,13 +294,21 @@ TEST(QuantGemmVnni, MatchesReferenceOnQuantisedActivations) {
   if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
   std::vector<int64_t> ms;
   for (int64_t m = 1; m <= kQuantGemvMaxM; ++m) ms.push_back(m);
-  check_vnni_kernel(quant_gemm_vnni, ms);
+  check_int_dot_kernel(quant_gemm_vnni, ms);
+}
+
+// The AVX2 integer-dot decode GEMV (vpmaddubsw), the path of CPUs without AVX-512 VNNI.
+TEST(QuantGemmAvx2Int, MatchesReferenceOnQuantisedActivations) {
+  if (cpu_max_tier() < CpuTier::kAvx2) GTEST_SKIP() << "CPU lacks AVX2";
+  std::vector<int64_t> ms;
+  for (int64_t m = 1; m <= kQuantGemvMaxM; ++m) ms.push_back(m);
+  check_int_dot_kernel(quant_gemm_avx2_int, ms);
 }
 
 // The prefill GEMM (repacked 32-column panels, 4-row tiles): row tails 1-3, column tails, any m.
 TEST(QuantGemmVnni, PrefillMatchesReferenceOnQuantisedActivations) {
   if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
-  check_vnni_kernel(quant_gemm_vnni_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
+  check_int_dot_kernel(quant_gemm_vnni_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
 }
 
 TEST(QuantGemmVnni, RowsIndependentOfBatch) {
@@ -355,6 +363,10 @@ TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
       if (quant_cpu_has_vnni())
         run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
           quant_gemm_vnni_prefill(m, xp, lx, p.view(), yp, ly, false, pool);
+        });
+      if (cpu_max_tier() >= CpuTier::kAvx2)
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_avx2_int(m, xp, lx, p.view(), yp, ly, false, pool);
         });
     }
   }
