@@ -34,10 +34,12 @@ int cmd_info(int argc, char** argv) {
   });
   // Quantised Linears (lathe quantize) hold codes and scales, not a parameter tensor: counted by format.
   int64_t n_quant = 0;
+  // A tied head stored quantised is a copy of the embedding table: its bytes count, its parameters do not.
+  const Linear* head = &m->weights().lm_head;
   for_each_linear_module(m->weights(), [&](const Linear& l) {
     if (!l.quant.defined()) return;
     by_dtype[quant_spec_name(l.quant.spec)] += l.quant.out * l.quant.in;
-    n_quant += l.quant.out * l.quant.in;
+    if (!(c.tie_embeddings && &l == head)) n_quant += l.quant.out * l.quant.in;
     bytes += static_cast<int64_t>(l.quant.nbytes());
   });
   const int64_t n_params = m->n_params() + n_quant;
@@ -58,7 +60,9 @@ int cmd_info(int argc, char** argv) {
                 c.norm_topk_prob ? ", renormalised" : "");
   const double kv_per_token = 2.0 * c.n_layers * c.kv_dim() * 4;
   std::printf("kv cache      %.1f KiB per token (f32)\n", kv_per_token / 1024);
-  std::printf("tied head     %s\n", c.tie_embeddings ? "yes" : "no");
+  std::printf("tied head     %s\n", !c.tie_embeddings               ? "no"
+                                   : m->weights().lm_head.quant.defined() ? "yes (quantised copy beside the table)"
+                                                                          : "yes");
   return 0;
 }
 
