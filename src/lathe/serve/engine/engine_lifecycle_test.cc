@@ -233,6 +233,33 @@ TEST(Engine, Bf16KvCacheHoldsTwiceTheBlocksOfTheSameMemory) {
   EXPECT_EQ(served.tokens.at(0).size(), 8u);
 }
 
+// --kv-cache-dtype int8: a slot takes D + 4 bytes (codes and an f32 scale) for f32's 4·D, so the same
+// budget holds 4·D / (D + 4) times the blocks (3.2x at this model's D = 16; 3.76x at D = 64), 1.6x bf16's;
+// the start-up line says int8, and the 120-token prompt the f32 pool cannot hold is served.
+TEST(Engine, Int8KvCacheHoldsTheBlocksItsBytesAllow) {
+  Model& m = *llama().model;
+  const KvLayout layout = layout_of(m);
+  const int64_t f32_block = kv_block_bytes(layout, kDefaultKvBlockSize, DType::kF32),
+                int8_block = kv_block_bytes(layout, kDefaultKvBlockSize, DType::kI8);
+  const int64_t D = layout.head_dim;
+  EXPECT_EQ(int8_block * 4 * D, f32_block * (D + 4));
+  const EngineConfig base{.kv_cache_memory = 9 * f32_block, .scheduler = {.max_model_len = 128, .watermark = 0}};
+  EngineConfig int8 = base, bf16 = base;
+  int8.kv_cache_dtype = KvCacheDtype::kInt8;
+  bf16.kv_cache_dtype = KvCacheDtype::kBF16;
+  Engine as_int8(m, int8), as_bf16(m, bf16);
+  const int64_t blocks = 9 * f32_block / int8_block;
+  EXPECT_GT(blocks, 3 * 9);
+  EXPECT_EQ(settled_metrics(as_int8).core.kv_blocks_total, blocks - 1);
+  EXPECT_GT(settled_metrics(as_int8).core.kv_blocks_total, settled_metrics(as_bf16).core.kv_blocks_total * 3 / 2);
+  EXPECT_EQ(as_int8.capacity_summary().find("KV cache (int8): " + std::to_string(blocks - 1) + " blocks"), 0u)
+      << as_int8.capacity_summary();
+  const EngineRequest long_prompt = testing::greedy_request(std::vector<int32_t>(120, 3), 8);
+  const Completion served = read_all(*as_int8.submit(long_prompt).stream);
+  EXPECT_EQ(served.finish.at(0), FinishReason::kLength);
+  EXPECT_EQ(served.tokens.at(0).size(), 8u);
+}
+
 TEST(Engine, StopDrainsInFlightRequestsThenRefusesNewOnes) {
   Model& m = *llama().model;
   Engine engine(m, {});
