@@ -360,7 +360,9 @@ void expect_int8_matches_references(const Case& c, uint32_t seed, int n_threads 
     worst = std::max(worst, std::fabs(double(out[i]) - exact[i]));
   }
   // (D = 1 is exact: a lone element is its own absmax, code ±127.)
-  if (c.D > 1) EXPECT_GT(worst, 2e-5) << "the int8 pool changed no output: nothing was quantised";
+  if (c.D > 1) {
+    EXPECT_GT(worst, 2e-5) << "the int8 pool changed no output: nothing was quantised";
+  }
 }
 
 TEST(PagedAttentionInt8, RaggedMhaGqaAndMqaMatchReferences) {
