@@ -1,7 +1,7 @@
 // Attention of ragged token rows against a paged KV pool, read in place (no gather copy), and the write
 // of the rows' own keys and values into their slots. Forward only: serving and generation, no autograd.
 //
-// Pool layout, per layer: K and V [n_blocks, Hkv, P, D] f32 or bf16 (one KV head's keys of a block are
+// Pool layout, per layer: K and V [n_blocks, Hkv, P, D] f32, bf16 or int8 (one KV head's keys of a block are
 // contiguous: read with a stride of Hkv·D, 4 KiB at Hkv·D = 1024, all keys of a block fell in one L1 set). Sequence s's KV position p lives in block
 // block_tables[s][p / P], slot p % P. Sequence s owns query rows [seq_starts[s], seq_starts[s + 1]);
 // row i (position positions[i]) sees the keys j < context_lens[s] with j <= positions[i] and, with a
