@@ -203,6 +203,9 @@ void prefetch_rows(const T* base, int64_t ld, int64_t n, int64_t D) {
     for (int64_t e = 0; e < D; e += 64 / sizeof(T)) __builtin_prefetch(base + jl * ld + e);
 }
 
+// Prefetches a block's first n scales (int8 pools): one contiguous row of floats.
+inline void prefetch_scales(const float* scales, int64_t n) { prefetch_rows(scales, 0, 1, n); }
+
 // One tile: rows [r0, r0 + nr) of sequence s, query heads [h0, h0 + nh) (all of KV head hk).
 template <class T, bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
@@ -248,8 +251,8 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
       prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
       prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
       if constexpr (kScaled<T>) {
-        prefetch_rows(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, 0, 1, n_next);
-        prefetch_rows(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, 0, 1, n_next);
+        prefetch_scales(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+        prefetch_scales(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
       }
     }
     for (int64_t t = 0; t < nq; ++t) {
@@ -364,8 +367,8 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
       prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
       prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
       if constexpr (kScaled<T>) {
-        prefetch_rows(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, 0, 1, n_next);
-        prefetch_rows(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, 0, 1, n_next);
+        prefetch_scales(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+        prefetch_scales(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
       }
     }
     const float* kb;  // the block's keys and values as f32
