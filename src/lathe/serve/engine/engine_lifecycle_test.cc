@@ -32,24 +32,29 @@ EngineMetrics settled_metrics(Engine& e) {
   return e.metrics();
 }
 
+// Over the f32 cache (auto on this model) and an int8 one, whose cached blocks carry their scales.
 TEST(Engine, RepeatedPromptHitsThePrefixCacheWithIdenticalTokens) {
   Model& m = *llama().model;
   const std::vector<int32_t> prompt = testing::varied_prompts(6, 40, m.config().vocab_size, 3).back();  // 36 tokens
   ASSERT_GE(prompt.size(), 33u);
-  Engine engine(m, {});
-  const Completion first = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
-  const EngineMetrics before = settled_metrics(engine);
-  EXPECT_EQ(before.core.prefix_cache_hits, 0);
-  const Completion second = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
-  const EngineMetrics after = settled_metrics(engine);
-  EXPECT_EQ(second.tokens.at(0), first.tokens.at(0));
-  // Every full block of the prompt before its last token was cached: (36 - 1) / 16 = 2 blocks.
-  const int64_t P = kDefaultKvBlockSize, want_hit = (static_cast<int64_t>(prompt.size()) - 1) / P * P;
-  EXPECT_EQ(after.core.prefix_cache_hits - before.core.prefix_cache_hits, want_hit);
-  EXPECT_GT(after.core.prefix_cache_queries, before.core.prefix_cache_queries);
-  // With caching off, nothing hits and the tokens are the same.
-  const Completion uncached = testing::run_alone(m, {.enable_prefix_caching = false}, testing::greedy_request(prompt, 10));
-  EXPECT_EQ(uncached.tokens.at(0), first.tokens.at(0));
+  for (const KvCacheDtype kv : {KvCacheDtype::kAuto, KvCacheDtype::kInt8}) {
+    SCOPED_TRACE(kv_cache_dtype_name(kv));
+    Engine engine(m, {.kv_cache_dtype = kv});
+    const Completion first = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
+    const EngineMetrics before = settled_metrics(engine);
+    EXPECT_EQ(before.core.prefix_cache_hits, 0);
+    const Completion second = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
+    const EngineMetrics after = settled_metrics(engine);
+    EXPECT_EQ(second.tokens.at(0), first.tokens.at(0));
+    // Every full block of the prompt before its last token was cached: (36 - 1) / 16 = 2 blocks.
+    const int64_t P = kDefaultKvBlockSize, want_hit = (static_cast<int64_t>(prompt.size()) - 1) / P * P;
+    EXPECT_EQ(after.core.prefix_cache_hits - before.core.prefix_cache_hits, want_hit);
+    EXPECT_GT(after.core.prefix_cache_queries, before.core.prefix_cache_queries);
+    // With caching off, nothing hits and the tokens are the same.
+    const Completion uncached =
+        testing::run_alone(m, {.kv_cache_dtype = kv, .enable_prefix_caching = false}, testing::greedy_request(prompt, 10));
+    EXPECT_EQ(uncached.tokens.at(0), first.tokens.at(0));
+  }
 }
 
 TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
