@@ -305,7 +305,8 @@ TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-memory 2XB");
   EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-dtype fp8");
-  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32, bf16 or int8, got 'fp8'")) << r.second;
+  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32, bf16 or int8, got 'fp8'"))
+      << r.second;
 }
 
 // Multi-LoRA serving from the command line: --lora NAME=PATH serves the adapter beside the base (listed

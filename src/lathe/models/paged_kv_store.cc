@@ -130,8 +130,8 @@ void PagedKvStore::attention(int layer, const ForwardBatch& batch, const float* 
   float* k_scales = scaled ? k_scales_[layer].data<float>() : nullptr;
   float* v_scales = scaled ? v_scales_[layer].data<float>() : nullptr;
   PagedAttentionArgs a{.q = q, .out = out, .k_pool = k_[layer].raw_data(), .v_pool = v_[layer].raw_data(),
-                       .kv_dtype = c.kv_dtype, .k_scales = k_scales, .v_scales = v_scales, .positions = pos, .seq_starts = batch.seq_starts.data(),
-                       .block_tables = batch.block_tables.data(),
+                       .kv_dtype = c.kv_dtype, .k_scales = k_scales, .v_scales = v_scales, .positions = pos,
+                       .seq_starts = batch.seq_starts.data(), .block_tables = batch.block_tables.data(),
                        .context_lens = batch.context_lens.data(), .n_seqs = S, .n_heads = c.n_heads,
                        .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim, .block_size = c.block_size,
                        .task_starts = task_starts_.data(), .scratch = scratch_.data(), .n_scratch_workers = n_workers_};

@@ -65,7 +65,8 @@ inline fvec load(const int8_t* p) {
   const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return __builtin_bit_cast(fvec, _mm512_maskz_cvtepi32_ps(0xffff, wide));
 #elif defined(__AVX2__)
-  return __builtin_bit_cast(fvec, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+  const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return __builtin_bit_cast(fvec, _mm256_cvtepi32_ps(wide));
 #else
   using i8vecu = int8_t __attribute__((vector_size(kLanes), aligned(1), may_alias));
   return __builtin_convertvector(*reinterpret_cast<const i8vecu*>(p), fvec);

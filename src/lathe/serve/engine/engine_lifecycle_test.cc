@@ -51,8 +51,8 @@ TEST(Engine, RepeatedPromptHitsThePrefixCacheWithIdenticalTokens) {
     EXPECT_EQ(after.core.prefix_cache_hits - before.core.prefix_cache_hits, want_hit);
     EXPECT_GT(after.core.prefix_cache_queries, before.core.prefix_cache_queries);
     // With caching off, nothing hits and the tokens are the same.
-    const Completion uncached =
-        testing::run_alone(m, {.kv_cache_dtype = kv, .enable_prefix_caching = false}, testing::greedy_request(prompt, 10));
+    const Completion uncached = testing::run_alone(m, {.kv_cache_dtype = kv, .enable_prefix_caching = false},
+                                                   testing::greedy_request(prompt, 10));
     EXPECT_EQ(uncached.tokens.at(0), first.tokens.at(0));
   }
 }
