@@ -34,7 +34,7 @@
 // The benchmark names say Llama1B whatever the folder holds (bench/summarize.py parses them); the label
 // names the CPU tier that ran (cpu=avx2 under LATHE_CPU=avx2). Prefill of P tokens: --prompt=P --new=2
 // (prefill_tok/s).
-// Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --kv_dtype=auto,f32,bf16 (default auto)
+// Other flags: --threads=1,2 --batch=1,8 (default 1) --prompt=16 --new=64 --kv_dtype=auto,f32,bf16,int8 (default auto)
 // --no_probe_benchmarks. Default 3 repetitions, medians. The label names the KV dtype that ran (kv=bf16).
 #include <benchmark/benchmark.h>
 
@@ -375,7 +375,7 @@ void register_decode(const std::string& label, const std::string& dir, const Fla
       for (int n : f.threads) {
         const std::string kv_part =
             kv == lathe::KvCacheDtype::kAuto ? "" : "/kv:" + std::string(lathe::kv_cache_dtype_name(kv));
-        const std::string kv_ran(lathe::dtype_name(lathe::resolve_kv_cache_dtype(kv, *model)));
+        const std::string kv_ran(lathe::kv_store_dtype_name(lathe::resolve_kv_cache_dtype(kv, *model)));
         auto warmed = std::make_shared<bool>(false);
         benchmark::RegisterBenchmark(
             ("BM_Decode_Llama1B_" + label + batch_part + kv_part + "/threads:" + std::to_string(n)).c_str(),

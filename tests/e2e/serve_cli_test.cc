@@ -277,6 +277,25 @@ TEST_F(ServeCli, ServesAQuantisedFolder) {
   EXPECT_EQ(stop(), 0) << read_file(log_);
 }
 
+// --kv-cache-dtype int8 from the command line: the start-up line names it, and a completion runs over it.
+TEST_F(ServeCli, ServesOverAnInt8KvCache) {
+  const int port = start("--max-model-len 256 --kv-cache-memory 16MiB --kv-cache-dtype int8");
+  ASSERT_GT(port, 0);
+  const std::string log_at_start = read_file(log_);
+  EXPECT_NE(log_at_start.find("KV cache (int8): "), std::string::npos) << log_at_start;
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(30, 0);
+  const nlohmann::json completion = {{"prompt", "The quick brown fox"}, {"max_tokens", 5}, {"temperature", 0},
+                                     {"ignore_eos", true}};
+  auto res = cli.Post("/v1/completions", completion.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const nlohmann::json c = nlohmann::json::parse(res->body);
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(stop(), 0) << read_file(log_);
+}
+
 TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   auto r = testing::run_lathe_bounded("serve " + dir_ + " --port 0 --threads 1 --max-model-len 512 --kv-cache-memory 64KiB");
   EXPECT_TRUE(testing::is_clean_error(r, "max_model_len 512")) << r.second;
@@ -286,7 +305,8 @@ TEST_F(ServeCli, AContextTheKvBudgetCannotHoldFailsNamingBothNumbers) {
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-memory 2XB");
   EXPECT_TRUE(testing::is_clean_error(r, "--kv-cache-memory")) << r.second;
   r = testing::run_lathe_bounded("serve " + dir_ + " --kv-cache-dtype fp8");
-  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32 or bf16, got 'fp8'")) << r.second;
+  EXPECT_TRUE(testing::is_clean_error(r, "option --kv-cache-dtype: expected auto, f32, bf16 or int8, got 'fp8'"))
+      << r.second;
 }
 
 // Multi-LoRA serving from the command line: --lora NAME=PATH serves the adapter beside the base (listed

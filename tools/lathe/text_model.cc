@@ -72,7 +72,8 @@ std::vector<OptionSpec> with_sampling_options(std::vector<OptionSpec> before, co
 
 OptionSpec kv_cache_dtype_option() {
   return {"--kv-cache-dtype", "DTYPE",
-          "KV cache element type: auto, f32, bf16; auto = bf16 when the weights are bf16, else f32 (default: auto)"};
+          "KV cache element type: auto, f32, bf16, int8 (per-token-per-head scales); auto = bf16 when the weights "
+          "are bf16, else f32 (default: auto)"};
 }
 
 KvCacheDtype read_kv_cache_dtype_flag(const Args& a) {
@@ -80,7 +81,7 @@ KvCacheDtype read_kv_cache_dtype_flag(const Args& a) {
   try {
     return parse_kv_cache_dtype(s);
   } catch (const InvalidArgument&) {
-    throw InvalidArgument(str_cat("option --kv-cache-dtype: expected auto, f32 or bf16, got '", s, "'"));
+    throw InvalidArgument(str_cat("option --kv-cache-dtype: expected auto, f32, bf16 or int8, got '", s, "'"));
   }
 }
 

@@ -8,7 +8,7 @@ namespace lathe {
 KvCacheDtype parse_kv_cache_dtype(std::string_view s) {
   for (int i = 0; i < static_cast<int>(KvCacheDtype::kCount); ++i)
     if (s == kv_cache_dtype_name(static_cast<KvCacheDtype>(i))) return static_cast<KvCacheDtype>(i);
-  throw InvalidArgument(str_cat("[kv_cache_dtype] '", s, "' is not one of auto, f32, bf16"));
+  throw InvalidArgument(str_cat("[kv_cache_dtype] '", s, "' is not one of auto, f32, bf16, int8"));
 }
 
 std::string_view kv_cache_dtype_name(KvCacheDtype d) {
@@ -16,6 +16,7 @@ std::string_view kv_cache_dtype_name(KvCacheDtype d) {
     case KvCacheDtype::kAuto: return "auto";
     case KvCacheDtype::kF32: return "f32";
     case KvCacheDtype::kBF16: return "bf16";
+    case KvCacheDtype::kInt8: return "int8";
     case KvCacheDtype::kCount: break;
   }
   return "?";
@@ -24,6 +25,7 @@ std::string_view kv_cache_dtype_name(KvCacheDtype d) {
 DType resolve_kv_cache_dtype(KvCacheDtype d, const Model& model) {
   if (d == KvCacheDtype::kF32) return DType::kF32;
   if (d == KvCacheDtype::kBF16) return DType::kBF16;
+  if (d == KvCacheDtype::kInt8) return DType::kI8;
   bool any = false, all_bf16 = true;
   model.for_each_param([&](const std::string&, const Tensor& t, ParamRole, int) {
     if (t.dim() != 2) return;
@@ -31,6 +33,10 @@ DType resolve_kv_cache_dtype(KvCacheDtype d, const Model& model) {
     all_bf16 = all_bf16 && t.dtype() == DType::kBF16;
   });
   return any && all_bf16 ? DType::kBF16 : DType::kF32;
+}
+
+std::string_view kv_store_dtype_name(DType kv_dtype) {
+  return kv_dtype == DType::kI8 ? kv_cache_dtype_name(KvCacheDtype::kInt8) : dtype_name(kv_dtype);
 }
 
 }  // namespace lathe

@@ -27,16 +27,17 @@ std::string bf16_copy(const std::string& name) {
   return out;
 }
 
-TEST(KvCacheDtype, ParsesItsThreeNamesOnly) {
-  for (const KvCacheDtype d : {KvCacheDtype::kAuto, KvCacheDtype::kF32, KvCacheDtype::kBF16})
+TEST(KvCacheDtype, ParsesItsFourNamesOnly) {
+  for (const KvCacheDtype d : {KvCacheDtype::kAuto, KvCacheDtype::kF32, KvCacheDtype::kBF16, KvCacheDtype::kInt8})
     EXPECT_EQ(parse_kv_cache_dtype(kv_cache_dtype_name(d)), d);
   EXPECT_EQ(parse_kv_cache_dtype("bf16"), KvCacheDtype::kBF16);
-  for (const char* bad : {"", "fp8", "BF16", "float32", "f16"})
+  EXPECT_EQ(parse_kv_cache_dtype("int8"), KvCacheDtype::kInt8);
+  for (const char* bad : {"", "fp8", "BF16", "float32", "f16", "i8", "INT8"})
     EXPECT_THROW(parse_kv_cache_dtype(bad), InvalidArgument) << bad;
 }
 
 // auto follows the weights: bf16 matrices kept in memory -> bf16; f32 weights, or bf16 ones widened at load
-// (force_f32, or a MoE model, whose weights are always widened) -> f32. f32 and bf16 are taken as asked.
+// (force_f32, or a MoE model, whose weights are always widened) -> f32. f32, bf16 and int8 are taken as asked.
 TEST(KvCacheDtype, AutoIsBf16ExactlyWhenTheMatricesAreBf16) {
   const auto f32 = Model::load(fixture_dir("llama"));
   const std::string dir = bf16_copy("llama");
@@ -47,6 +48,10 @@ TEST(KvCacheDtype, AutoIsBf16ExactlyWhenTheMatricesAreBf16) {
   EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kAuto, *Model::load(bf16_copy("qwen3_moe"))), DType::kF32);
   EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kF32, *bf16), DType::kF32);
   EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kBF16, *f32), DType::kBF16);
+  EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kInt8, *f32), DType::kI8);
+  EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kInt8, *bf16), DType::kI8);
+  EXPECT_EQ(kv_store_dtype_name(DType::kI8), "int8");
+  EXPECT_EQ(kv_store_dtype_name(DType::kBF16), "bf16");
 }
 
 }  // namespace

@@ -15,6 +15,11 @@ PagedKvStoreConfig paged_kv_store_config(const ModelConfig& c, int64_t n_blocks,
           .n_blocks = n_blocks, .block_size = block_size, .kv_dtype = kv_dtype};
 }
 
+int64_t kv_slot_bytes(int64_t head_dim, DType kv_dtype) {
+  const int64_t scale = kv_dtype == DType::kI8 ? static_cast<int64_t>(sizeof(float)) : 0;
+  return head_dim * static_cast<int64_t>(dtype_size(kv_dtype)) + scale;
+}
+
 PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
   const PagedKvStoreConfig& c = config_;
   LATHE_CHECK_ARG(c.n_layers >= 1 && c.n_heads >= 1 && c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 && c.head_dim >= 1 && c.block_size >= 1 && c.n_blocks >= 1 &&
@@ -23,11 +28,18 @@ PagedKvStore::PagedKvStore(const PagedKvStoreConfig& config) : config_(config) {
                   "(n_blocks < 2^31), n_heads a multiple of n_kv_heads and n_threads >= 0, got L ",
                   c.n_layers, " H ", c.n_heads, " Hkv ", c.n_kv_heads, " D ", c.head_dim, " P ", c.block_size, " n_blocks ", c.n_blocks,
                   " n_threads ", c.n_threads);
-  LATHE_CHECK_ARG(c.kv_dtype == DType::kF32 || c.kv_dtype == DType::kBF16,
-                  "[PagedKvStore] kv_dtype must be f32 or bf16, got ", dtype_name(c.kv_dtype));
+  LATHE_CHECK_ARG(c.kv_dtype == DType::kF32 || c.kv_dtype == DType::kBF16 || c.kv_dtype == DType::kI8,
+                  "[PagedKvStore] kv_dtype must be f32, bf16 or i8 (int8), got ", dtype_name(c.kv_dtype));
   for (int l = 0; l < c.n_layers; ++l) {
     k_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}, c.kv_dtype));
     v_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size, c.head_dim}, c.kv_dtype));
+    if (c.kv_dtype == DType::kI8) {
+      k_scales_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size}));
+      v_scales_.push_back(Tensor::zeros({c.n_blocks, c.n_kv_heads, c.block_size}));
+    } else {
+      k_scales_.emplace_back();
+      v_scales_.emplace_back();
+    }
   }
   // Popped from the back: block 0 first, so a fresh store hands out blocks in order.
   for (int64_t b = c.n_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));
@@ -114,13 +126,18 @@ void PagedKvStore::attention(int layer, const ForwardBatch& batch, const float* 
                       " is at position ", pos[i], ", outside its context [0, ", ctx, ")");
   }
   if (static_cast<int64_t>(task_starts_.size()) < S + 1) task_starts_.resize(S + 1);
+  const bool scaled = c.kv_dtype == DType::kI8;
+  float* k_scales = scaled ? k_scales_[layer].data<float>() : nullptr;
+  float* v_scales = scaled ? v_scales_[layer].data<float>() : nullptr;
   PagedAttentionArgs a{.q = q, .out = out, .k_pool = k_[layer].raw_data(), .v_pool = v_[layer].raw_data(),
-                       .kv_dtype = c.kv_dtype, .positions = pos, .seq_starts = batch.seq_starts.data(),
-                       .block_tables = batch.block_tables.data(),
+                       .kv_dtype = c.kv_dtype, .k_scales = k_scales, .v_scales = v_scales, .positions = pos,
+                       .seq_starts = batch.seq_starts.data(), .block_tables = batch.block_tables.data(),
                        .context_lens = batch.context_lens.data(), .n_seqs = S, .n_heads = c.n_heads,
                        .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim, .block_size = c.block_size,
                        .task_starts = task_starts_.data(), .scratch = scratch_.data(), .n_scratch_workers = n_workers_};
-  paged_kv_write(a, k, v, k_[layer].raw_data(), v_[layer].raw_data());
+  paged_kv_write(a, k, v,
+                 {.k_pool = k_[layer].raw_data(), .v_pool = v_[layer].raw_data(), .k_scales = k_scales,
+                  .v_scales = v_scales});
   paged_attention(a, opt, current_context().pool);
 }
 

@@ -9,6 +9,7 @@
 
 #include "lathe/base/context.h"
 #include "lathe/ref/attention.h"
+#include "lathe/ref/paged_attention.h"
 
 namespace lathe {
 namespace {
@@ -54,7 +55,7 @@ TEST(PagedKvStore, RejectsBadConfigs) {
   EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
   c = small_config(0);
   EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
-  c = small_config(4, 4, DType::kF16);  // K and V are f32 or bf16
+  c = small_config(4, 4, DType::kF16);  // K and V are f32, bf16 or int8
   EXPECT_THROW(PagedKvStore{c}, InvalidArgument);
 }
 
@@ -74,6 +75,27 @@ TEST(PagedKvStore, Bf16PoolHasTheSameCapacityInHalfTheBytes) {
   EXPECT_EQ(paged_kv_store_config(m, 5).kv_dtype, DType::kF32);  // f32 unless asked
 }
 
+// An int8 store: the same blocks and tokens, K and V codes [n_blocks, Hkv, P, D] int8 with an f32 scale
+// [n_blocks, Hkv, P] each; kv_slot_bytes counts both.
+TEST(PagedKvStore, Int8PoolHoldsCodesAndScalesPerSlot) {
+  PagedKvStore f32(small_config(10)), int8(small_config(10, 4, DType::kI8));
+  EXPECT_EQ(int8.capacity_tokens(), f32.capacity_tokens());
+  for (int l = 0; l < 2; ++l) {
+    for (const Tensor* t : {&int8.keys(l), &int8.values(l)}) {
+      EXPECT_EQ(t->dtype(), DType::kI8);
+      EXPECT_EQ(t->shape(), f32.keys(l).shape());
+    }
+    for (const Tensor* t : {&int8.key_scales(l), &int8.value_scales(l)}) {
+      EXPECT_EQ(t->dtype(), DType::kF32);
+      EXPECT_EQ(t->shape(), (Shape{10, 2, 4}));
+    }
+    EXPECT_FALSE(f32.key_scales(l).defined());
+  }
+  EXPECT_EQ(kv_slot_bytes(16, DType::kI8), 16 + 4);
+  EXPECT_EQ(kv_slot_bytes(16, DType::kBF16), 32);
+  EXPECT_EQ(kv_slot_bytes(16, DType::kF32), 64);
+}
+
 std::vector<float> uniform(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<float> x(n);
@@ -83,8 +105,8 @@ std::vector<float> uniform(size_t n, std::mt19937& rng) {
 
 // Three sequences through two calls: prefill chunks, then a mixed call (a decode row, a second chunk, a
 // new sequence). Each row must equal contiguous attention over its whole sequence (the cached keys come
-// from the first call's writes; a bf16 store's keys and values rounded to bf16, as it stores them), with
-// the layer's pool untouched by the other layer.
+// from the first call's writes; a bf16 store's keys and values rounded to bf16, an int8 store's quantised
+// and dequantised per (token, KV head), as it stores them), with the layer's pool untouched by the other layer.
 void expect_two_calls_match_contiguous_attention(DType kv_dtype) {
   const int H = 4, Hkv = 2, D = 16;
   const AttentionOptions opt{.window = 7, .softcap = 5.f};
@@ -134,6 +156,13 @@ void expect_two_calls_match_contiguous_attention(DType kv_dtype) {
     if (kv_dtype == DType::kBF16)
       for (std::vector<float>* x : {&k[s], &v[s]})
         for (float& e : *x) e = bf16_to_f32(f32_to_bf16(e));
+    if (kv_dtype == DType::kI8)
+      for (std::vector<float>* x : {&k[s], &v[s]})
+        for (size_t row = 0; row < x->size(); row += D) {
+          int8_t codes[D];
+          const float scale = ref::quantize_kv_int8(x->data() + row, D, codes);
+          for (int e = 0; e < D; ++e) (*x)[row + e] = codes[e] * scale;
+        }
     std::vector<float> ref(out[s].size());
     ref::scaled_dot_product_attention(q[s].data(), k[s].data(), v[s].data(), ref.data(), 1, total[s], total[s], H, Hkv,
                                       D, 1.0 / std::sqrt(double(D)), true, opt.window, opt.softcap, 0);
@@ -142,12 +171,19 @@ void expect_two_calls_match_contiguous_attention(DType kv_dtype) {
   EXPECT_EQ(store.keys(1).dtype(), kv_dtype);
   const std::vector<float> other = store.keys(0).to_vector();
   for (float e : other) ASSERT_EQ(e, 0.f) << "layer 0 was written";
+  if (kv_dtype == DType::kI8) {
+    for (float e : store.key_scales(0).to_vector()) ASSERT_EQ(e, 0.f) << "layer 0's scales were written";
+  }
 }
 
 TEST(PagedKvStore, TwoCallsMatchContiguousAttention) { expect_two_calls_match_contiguous_attention(DType::kF32); }
 
 TEST(PagedKvStore, TwoCallsOverBf16MatchContiguousAttentionOnRoundedKv) {
   expect_two_calls_match_contiguous_attention(DType::kBF16);
+}
+
+TEST(PagedKvStore, TwoCallsOverInt8MatchContiguousAttentionOnDequantisedKv) {
+  expect_two_calls_match_contiguous_attention(DType::kI8);
 }
 
 TEST(PagedKvStore, AttentionRejectsBadBatches) {

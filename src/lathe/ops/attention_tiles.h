@@ -58,6 +58,21 @@ inline fvec load(const bf16* p) {
   return __builtin_bit_cast(fvec, __builtin_bit_cast(u32vec, wide) << 16);
 }
 
+// kLanes consecutive int8 codes as one f32 vector (exact): sign-extended to 32 bits and converted,
+// vpmovsxbd + vcvtdq2ps with AVX-512 or AVX2 (the AVX-512 ones masked with all lanes, as for bf16 above).
+inline fvec load(const int8_t* p) {
+#if defined(__AVX512F__)
+  const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return __builtin_bit_cast(fvec, _mm512_maskz_cvtepi32_ps(0xffff, wide));
+#elif defined(__AVX2__)
+  const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return __builtin_bit_cast(fvec, _mm256_cvtepi32_ps(wide));
+#else
+  using i8vecu = int8_t __attribute__((vector_size(kLanes), aligned(1), may_alias));
+  return __builtin_convertvector(*reinterpret_cast<const i8vecu*>(p), fvec);
+#endif
+}
+
 // Columns of D (a multiple of 16) in slices of kMax native vectors, then one slice of the rest:
 // f.template operator()<NV>(d0) for each slice [d0, d0 + NV·kLanes).
 template <int N, class F>

@@ -2,8 +2,10 @@
 // up to kTileQ (row, head) pairs of one sequence that share a KV head. The tile walks its sequence's
 // visible blocks in order, keys read in place from the pool, with an online softmax per query vector:
 // running max m, running sum l and unnormalised output acc, rescaled by exp(m_old − m_new) when m grows.
-// Every kernel is templated on the pool's element type T (float or bf16): bf16 keys and values are widened
-// to f32 as they are loaded (attn::load), so both pools run the same arithmetic.
+// Every kernel is templated on the pool's element type T (float, bf16 or int8_t): bf16 keys and values and
+// int8 codes are widened to f32 as they are loaded (attn::load), so all pools run the same arithmetic; an
+// int8 pool's scores are then multiplied by their keys' scales, and its probabilities by their values'
+// scales before the P·V sum (the sums of l keep the unscaled probabilities).
 #include "lathe/ops/paged_attention.h"
 
 #include <algorithm>
@@ -44,7 +46,7 @@ struct Scratch {
   float* l;       // [kTileQ] running sum
   int64_t* lo;    // [kTileQ] first visible key
   int64_t* hi;    // [kTileQ] one past the last visible key
-  float* kw;      // [P, D] a bf16 block's keys widened (the wide tile; bf16 pools only)
+  float* kw;      // [P, D] a bf16 or int8 block's keys widened (the wide tile; not for f32 pools)
   float* vw;      // [P, D] its values widened
 };
 
@@ -74,6 +76,10 @@ struct Dims {
 // One pool element as f32 (the any-D kernels; the vector kernels widen whole vectors with attn::load).
 inline float widen(float x) { return x; }
 inline float widen(bf16 x) { return bf16_to_f32(x); }
+inline float widen(int8_t x) { return static_cast<float>(x); }
+
+template <class T>
+constexpr bool kScaled = std::is_same_v<T, int8_t>;  // an int8 pool: codes times per-slot scales
 
 // ---- One query vector against keys [ja, je) of one block (key jl at kb + jl·ld). ----
 
@@ -197,6 +203,9 @@ void prefetch_rows(const T* base, int64_t ld, int64_t n, int64_t D) {
     for (int64_t e = 0; e < D; e += 64 / sizeof(T)) __builtin_prefetch(base + jl * ld + e);
 }
 
+// Prefetches a block's first n scales (int8 pools): one contiguous row of floats.
+inline void prefetch_scales(const float* scales, int64_t n) { prefetch_rows(scales, 0, 1, n); }
+
 // One tile: rows [r0, r0 + nr) of sequence s, query heads [h0, h0 + nh) (all of KV head hk).
 template <class T, bool kVec>
 void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, int64_t s, int64_t r0, int64_t nr,
@@ -231,10 +240,20 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
     const T* kb = k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb + jl·D
     const T* vb = v_pool + (table[b] * d.Hkv + hk) * P * D;
+    const float* ks = nullptr;  // int8: key jl's scale ks[jl], its value's vs[jl]
+    const float* vs = nullptr;
+    if constexpr (kScaled<T>) {
+      ks = a.k_scales + (table[b] * d.Hkv + hk) * P;
+      vs = a.v_scales + (table[b] * d.Hkv + hk) * P;
+    }
     if (b + 1 < b_end) {  // the next block is elsewhere in the pool: no hardware prefetcher follows
       const int64_t n_next = std::min(P, hi_max - j0 - P);
       prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
       prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, ld_kv, n_next, D);
+      if constexpr (kScaled<T>) {
+        prefetch_scales(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+        prefetch_scales(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+      }
     }
     for (int64_t t = 0; t < nq; ++t) {
       const int64_t ja = std::max<int64_t>(w.lo[t] - j0, 0), je = std::min<int64_t>(w.hi[t] - j0, n);
@@ -244,6 +263,10 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
         scores_vec(w.q + t * D, kb, ld_kv, D, ja, je, st);
       else
         scores_any(w.q + t * D, kb, ld_kv, D, ja, je, st);
+      if constexpr (kScaled<T>) {
+#pragma omp simd
+        for (int64_t jl = ja; jl < je; ++jl) st[jl] *= ks[jl];
+      }
       if (cap > 0.f) {
 #pragma omp simd
         for (int64_t jl = ja; jl < je; ++jl) st[jl] = cap * vec::tanh(st[jl] * inv_cap);
@@ -257,8 +280,12 @@ void attend_tile(const PagedAttentionArgs& a, const Dims& d, const Scratch& w, i
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t jl = ja; jl < je; ++jl) {
-        st[jl] = vec::exp(st[jl] - m_new);
-        sum += st[jl];
+        const float p = vec::exp(st[jl] - m_new);
+        sum += p;
+        if constexpr (kScaled<T>)
+          st[jl] = p * vs[jl];  // P·V on the codes: the value's scale rides on its probability
+        else
+          st[jl] = p;
       }
       w.l[t] = w.l[t] * corr + sum;
       if constexpr (kVec)
@@ -286,9 +313,11 @@ constexpr int kWideMin = 8;
 // Keys per step of the wide tile's scores: their accumulators and the query vectors fill the registers.
 constexpr int kWideKeys = attn::kRegs >= 32 ? 8 : 12 / attn::kPer16;
 
-// dst[0, n) = src[0, n) widened, n a multiple of kLanes: a bf16 block for the wide tile, whose scores
-// read single key elements (broadcast) and whose nq ≥ kWideMin P·V passes would each widen it again.
-void widen_block(const bf16* src, int64_t n, float* dst) {
+// dst[0, n) = src[0, n) widened, n a multiple of kLanes: a bf16 or int8 block for the wide tile, whose
+// scores read single key elements (broadcast) and whose nq ≥ kWideMin P·V passes would each widen it again.
+// int8 codes are widened unscaled (exact); the scales apply to the scores and probabilities.
+template <class T>
+void widen_block(const T* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; i += attn::kLanes) attn::store(dst + i, attn::load(src + i));
 }
 
@@ -327,10 +356,20 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
     const int64_t j0 = b * P, n = std::min(P, hi_max - j0);
     const T* kb_pool = k_pool + (table[b] * d.Hkv + hk) * P * D;  // key j0 + jl at kb_pool + jl·D
     const T* vb_pool = v_pool + (table[b] * d.Hkv + hk) * P * D;
+    const float* ks = nullptr;  // int8: key jl's scale ks[jl], its value's vs[jl]
+    const float* vs = nullptr;
+    if constexpr (kScaled<T>) {
+      ks = a.k_scales + (table[b] * d.Hkv + hk) * P;
+      vs = a.v_scales + (table[b] * d.Hkv + hk) * P;
+    }
     if (b + 1 < b_end) {
       const int64_t n_next = std::min(P, hi_max - j0 - P);
       prefetch_rows(k_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
       prefetch_rows(v_pool + (table[b + 1] * d.Hkv + hk) * P * D, D, n_next, D);
+      if constexpr (kScaled<T>) {
+        prefetch_scales(a.k_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+        prefetch_scales(a.v_scales + (table[b + 1] * d.Hkv + hk) * P, n_next);
+      }
     }
     const float* kb;  // the block's keys and values as f32
     const float* vb;
@@ -374,6 +413,14 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
 #pragma GCC unroll 4
       for (int h = 0; h < kPer16; ++h) store(st + jl * kTileQ + h * kLanes, c[h]);
     }
+    if constexpr (kScaled<T>) {
+      for (jl = 0; jl < n; ++jl) {
+        float* row = st + jl * kTileQ;
+        const float kscale = ks[jl];
+#pragma omp simd
+        for (int t = 0; t < kTileQ; ++t) row[t] *= kscale;
+      }
+    }
     // Softcap, then keys outside a lane's [lo, hi) to −inf; the block's max per lane.
     float mb[kTileQ];
     std::fill(mb, mb + kTileQ, kNegInf);
@@ -401,10 +448,12 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
     }
     for (jl = 0; jl < n; ++jl) {
       float* row = st + jl * kTileQ;
+      const float vscale = kScaled<T> ? vs[jl] : 1.f;
 #pragma omp simd
       for (int t = 0; t < kTileQ; ++t) {
-        row[t] = vec::exp(row[t] - m_use[t]);
-        w.l[t] += row[t];
+        const float p = vec::exp(row[t] - m_use[t]);
+        w.l[t] += p;
+        row[t] = kScaled<T> ? p * vscale : p;  // int8: P·V on the codes, the value's scale on p
       }
     }
     for (int64_t t = 0; t < nq; ++t) pv_vec(w.acc + t * D, st + t, kTileQ, vb, D, D, 0, n, corr[t]);
@@ -418,22 +467,33 @@ void attend_tile_wide(const PagedAttentionArgs& a, const Dims& d, const Scratch&
   }
 }
 
-// One row's D values into a slot of the pool.
-void write_row(float* dst, const float* src, int64_t D) { std::memcpy(dst, src, D * sizeof(float)); }
-void write_row(bf16* dst, const float* src, int64_t D) {
+// One row's D values into a slot of the pool (int8: its codes, and its scale into *scale).
+void write_row(float* dst, float*, const float* src, int64_t D) { std::memcpy(dst, src, D * sizeof(float)); }
+void write_row(bf16* dst, float*, const float* src, int64_t D) {
   for (int64_t e = 0; e < D; ++e) dst[e] = f32_to_bf16(src[e]);
+}
+// Symmetric absmax quantisation, as ref::quantize_kv_int8: s = absmax / 127, c = round(x · (1 / s)).
+void write_row(int8_t* dst, float* scale, const float* src, int64_t D) {
+  float amax = 0.f;
+#pragma omp simd reduction(max : amax)
+  for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(src[e]));
+  const float s = amax / 127.f, inv = s != 0.f ? 1.f / s : 0.f;
+  for (int64_t e = 0; e < D; ++e) dst[e] = static_cast<int8_t>(std::clamp(std::round(src[e] * inv), -127.f, 127.f));
+  *scale = s;
 }
 
 template <class T>
-void kv_write(const PagedAttentionArgs& a, const float* k, const float* v, T* k_pool, T* v_pool) {
+void kv_write(const PagedAttentionArgs& a, const float* k, const float* v, const PagedKvDest& dest) {
   const int64_t Hkv = a.n_kv_heads, D = a.head_dim, P = a.block_size;
+  T* k_pool = static_cast<T*>(dest.k_pool);
+  T* v_pool = static_cast<T*>(dest.v_pool);
   for (int64_t s = 0; s < a.n_seqs; ++s)
     for (int64_t i = a.seq_starts[s]; i < a.seq_starts[s + 1]; ++i) {
       const int64_t pos = a.positions[i], block = a.block_tables[s][pos / P];
       for (int64_t hk = 0; hk < Hkv; ++hk) {
-        const int64_t slot = ((block * Hkv + hk) * P + pos % P) * D;
-        write_row(k_pool + slot, k + (i * Hkv + hk) * D, D);
-        write_row(v_pool + slot, v + (i * Hkv + hk) * D, D);
+        const int64_t slot = (block * Hkv + hk) * P + pos % P;  // the slot's scale index; its D values at slot·D
+        write_row(k_pool + slot * D, kScaled<T> ? dest.k_scales + slot : nullptr, k + (i * Hkv + hk) * D, D);
+        write_row(v_pool + slot * D, kScaled<T> ? dest.v_scales + slot : nullptr, v + (i * Hkv + hk) * D, D);
       }
     }
 }
@@ -482,17 +542,19 @@ void attend_all(const PagedAttentionArgs& a, const Dims& d, const ThreadPool& po
 }  // namespace
 
 int64_t paged_attention_scratch_floats(int n_heads, int n_kv_heads, int head_dim, int block_size, DType kv_dtype) {
-  // q, acc, s, m, l and lo, hi (int64: two floats each), plus 16 for aligning the start; a bf16 pool's
-  // widened block (keys and values) after them.
-  const int64_t widened = kv_dtype == DType::kBF16 ? 2 * block_size * round16(head_dim) : 0;
+  // q, acc, s, m, l and lo, hi (int64: two floats each), plus 16 for aligning the start; a bf16 or int8
+  // pool's widened block (keys and values) after them.
+  const int64_t widened = kv_dtype != DType::kF32 ? 2 * block_size * round16(head_dim) : 0;
   return kTileQ * (2 * round16(head_dim) + round16(block_size)) + 2 * kTileQ + 4 * kTileQ + 16 + widened;
 }
 
-void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, void* k_pool, void* v_pool) {
+void paged_kv_write(const PagedAttentionArgs& a, const float* k, const float* v, const PagedKvDest& dest) {
   if (a.kv_dtype == DType::kBF16)
-    kv_write(a, k, v, static_cast<bf16*>(k_pool), static_cast<bf16*>(v_pool));
+    kv_write<bf16>(a, k, v, dest);
+  else if (a.kv_dtype == DType::kI8)
+    kv_write<int8_t>(a, k, v, dest);
   else
-    kv_write(a, k, v, static_cast<float*>(k_pool), static_cast<float*>(v_pool));
+    kv_write<float>(a, k, v, dest);
 }
 
 void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, const ThreadPool& pool) {
@@ -502,6 +564,8 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionOptions& opt, c
                .softcap = opt.softcap, .window = opt.window, .tile = tile_shape(static_cast<int>(group))};
   if (a.kv_dtype == DType::kBF16)
     attend_all<bf16>(a, d, pool);
+  else if (a.kv_dtype == DType::kI8)
+    attend_all<int8_t>(a, d, pool);
   else
     attend_all<float>(a, d, pool);
 }

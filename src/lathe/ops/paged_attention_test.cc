@@ -24,6 +24,9 @@ struct Case {
   int H, Hkv, D, P;
   std::vector<Seq> seqs;
   AttentionOptions opt;
+  // The last sequence's first shared_blocks blocks are the first sequence's (a prefix-cache hit): both
+  // must have at least that many blocks of cached positions, so no row writes into a shared block.
+  int shared_blocks = 0;
 };
 
 std::vector<float> uniform(size_t n, std::mt19937& rng) {
@@ -58,6 +61,9 @@ struct Batch {
   std::vector<float> q, k, v, k_pool, v_pool;  // q [N, H, D]; k, v [N, Hkv, D]; pools [n_blocks, Hkv, P, D]
   DType kv_dtype = DType::kF32;                // kBF16: the kernel runs on k_pool16 and v_pool16 instead
   std::vector<bf16> k_pool16, v_pool16;        // [n_blocks, Hkv, P, D]
+  // kI8: the kernel runs on the codes k_pool8, v_pool8 [n_blocks, Hkv, P, D] and scales [n_blocks, Hkv, P]
+  std::vector<int8_t> k_pool8, v_pool8;
+  std::vector<float> k_scales, v_scales;
 
   Batch(const Case& cs, uint32_t seed) : c(cs) {
     std::mt19937 rng(seed);
@@ -79,6 +85,12 @@ struct Batch {
       tables.emplace_back(ids.begin() + next, ids.begin() + next + (ctx + c.P - 1) / c.P);
       next += (ctx + c.P - 1) / c.P;
     }
+    if (c.shared_blocks > 0) {
+      const auto& first = c.seqs.front();
+      const auto& last = c.seqs.back();
+      EXPECT_TRUE(first.cached >= c.shared_blocks * c.P && last.cached >= c.shared_blocks * c.P);
+      std::copy_n(tables.front().begin(), c.shared_blocks, tables.back().begin());
+    }
     for (const auto& t : tables) spans.emplace_back(t);
     q = uniform(N * c.H * c.D, rng);
     k = uniform(N * c.Hkv * c.D, rng);
@@ -94,6 +106,19 @@ struct Batch {
     v_pool16 = to_bf16(v_pool);
   }
 
+  // The kernel reads and writes int8 pools holding k_pool and v_pool quantised per slot (ref::quantize_kv_int8).
+  void use_int8_pool() {
+    kv_dtype = DType::kI8;
+    quantize_pool(k_pool, k_pool8, k_scales);
+    quantize_pool(v_pool, v_pool8, v_scales);
+  }
+  void quantize_pool(const std::vector<float>& pool, std::vector<int8_t>& codes, std::vector<float>& scales) const {
+    codes.assign(pool.size(), 0);
+    scales.assign(pool.size() / c.D, 0.f);
+    for (size_t slot = 0; slot < scales.size(); ++slot)
+      scales[slot] = ref::quantize_kv_int8(pool.data() + slot * c.D, c.D, codes.data() + slot * c.D);
+  }
+
   // Element offset of sequence s's position p, KV head hk, in a pool.
   int64_t at(int64_t s, int64_t p, int64_t hk) const {
     return ((static_cast<int64_t>(tables[s][p / c.P]) * c.Hkv + hk) * c.P + p % c.P) * c.D;
@@ -103,15 +128,31 @@ struct Batch {
                           int n_workers) const {
     task_starts.assign(c.seqs.size() + 1, -1);
     scratch.assign(n_workers * paged_attention_scratch_floats(c.H, c.Hkv, c.D, c.P, kv_dtype) + 1, NAN);
-    const bool b16 = kv_dtype == DType::kBF16;
-    return {.q = q.data(), .out = out, .k_pool = b16 ? static_cast<const void*>(k_pool16.data()) : k_pool.data(),
-            .v_pool = b16 ? static_cast<const void*>(v_pool16.data()) : v_pool.data(), .kv_dtype = kv_dtype,
+    const PagedKvDest pools = dest();
+    const bool i8 = kv_dtype == DType::kI8;
+    return {.q = q.data(), .out = out, .k_pool = pools.k_pool, .v_pool = pools.v_pool, .kv_dtype = kv_dtype,
+            .k_scales = i8 ? k_scales.data() : nullptr, .v_scales = i8 ? v_scales.data() : nullptr,
             .positions = positions.data(),
             .seq_starts = seq_starts.data(), .block_tables = spans.data(), .context_lens = context_lens.data(),
             .n_seqs = static_cast<int64_t>(c.seqs.size()), .n_heads = c.H, .n_kv_heads = c.Hkv, .head_dim = c.D,
             .block_size = c.P, .task_starts = task_starts.data(),
             .scratch = scratch.data() + 1,  // misaligned on purpose
             .n_scratch_workers = n_workers};
+  }
+
+  // The pools of kv_dtype, as paged_kv_write takes them.
+  PagedKvDest dest() const {
+    auto* self = const_cast<Batch*>(this);  // the kernel writes the test's own vectors
+    if (kv_dtype == DType::kBF16) return {.k_pool = self->k_pool16.data(), .v_pool = self->v_pool16.data()};
+    if (kv_dtype == DType::kI8)
+      return {.k_pool = self->k_pool8.data(), .v_pool = self->v_pool8.data(), .k_scales = self->k_scales.data(),
+              .v_scales = self->v_scales.data()};
+    return {.k_pool = self->k_pool.data(), .v_pool = self->v_pool.data()};
+  }
+
+  void use_pool(DType dtype) {
+    if (dtype == DType::kBF16) use_bf16_pool();
+    if (dtype == DType::kI8) use_int8_pool();
   }
 
   double scale() const { return c.opt.scale != 0.f ? c.opt.scale : 1.0 / std::sqrt(double(c.D)); }
@@ -135,10 +176,7 @@ std::vector<float> run_kernel(Batch& b, int n_threads) {
   std::vector<int64_t> task_starts;
   std::vector<float> scratch;
   const PagedAttentionArgs a = b.args(out.data(), task_starts, scratch, n_threads);
-  if (b.kv_dtype == DType::kBF16)
-    paged_kv_write(a, b.k.data(), b.v.data(), b.k_pool16.data(), b.v_pool16.data());
-  else
-    paged_kv_write(a, b.k.data(), b.v.data(), b.k_pool.data(), b.v_pool.data());
+  paged_kv_write(a, b.k.data(), b.v.data(), b.dest());
   const ThreadPool pool(n_threads);
   paged_attention(a, b.c.opt, pool);
   return out;
@@ -261,6 +299,115 @@ TEST(PagedAttentionBf16, ThreadsAndLongDecodeBatchMatchRoundedF32) {
   expect_bf16_matches_rounded_f32({32, 8, 128, 16, seqs, {.window = 100}}, 128);
 }
 
+// ---- int8 pools: against the reference on the dequantised pool, and the f32 one within the quantisation. ----
+
+std::vector<float> dequantized(const std::vector<int8_t>& codes, const std::vector<float>& scales, int64_t D) {
+  std::vector<float> x(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) x[i] = static_cast<float>(codes[i]) * scales[i / D];
+  return x;
+}
+
+std::vector<float> reference(const Batch& b, const std::vector<float>& kp, const std::vector<float>& vp) {
+  std::vector<float> ref(b.N * b.c.H * b.c.D);
+  ref::paged_attention(b.q.data(), kp.data(), vp.data(), ref.data(), b.positions.data(), b.seq_starts.data(),
+                       b.spans.data(), b.context_lens.data(), static_cast<int64_t>(b.c.seqs.size()), b.c.H, b.c.Hkv,
+                       b.c.D, b.c.P, b.scale(), b.c.opt.window, b.c.opt.softcap);
+  return ref;
+}
+
+// The int8 run must (1) leave in each written slot the codes and scale of ref::quantize_kv_int8, bit for
+// bit; (2) match the f64 reference on the dequantised pool (codes · scale) to 2e-5, as the f32 kernel
+// does its pool: the kernel's s·(q·c) and p·s·c reorder the same products; (3) stay within the
+// quantisation error of the reference on the exact f32 values. For (3): each element moves by at most
+// half its slot's step s/2, so a score by δ <= scale·|q|₁·max s_k/2 (softcap is 1-Lipschitz); shifting
+// every score by at most δ moves the softmax weights by a total of at most e^{2δ} − 1, so an output moves
+// by at most max s_v/2 + max|v|·(e^{2δ} − 1). It must be used at all (some output moves by more than the
+// f32 kernel's 2e-5), else nothing was quantised.
+void expect_int8_matches_references(const Case& c, uint32_t seed, int n_threads = 3) {
+  Batch b(c, seed);
+  std::vector<float> exact_k = b.k_pool, exact_v = b.v_pool;
+  write_expected(b, exact_k, exact_v);
+  b.use_int8_pool();
+  std::vector<int8_t> kc = b.k_pool8, vc = b.v_pool8;
+  std::vector<float> ks = b.k_scales, vs = b.v_scales;
+  for (size_t s = 0; s < c.seqs.size(); ++s)
+    for (int64_t i = b.seq_starts[s]; i < b.seq_starts[s + 1]; ++i)
+      for (int64_t hk = 0; hk < c.Hkv; ++hk) {
+        const int64_t at = b.at(s, b.positions[i], hk), row = (i * c.Hkv + hk) * c.D;
+        ks[at / c.D] = ref::quantize_kv_int8(b.k.data() + row, c.D, kc.data() + at);
+        vs[at / c.D] = ref::quantize_kv_int8(b.v.data() + row, c.D, vc.data() + at);
+      }
+  const std::vector<float> out = run_kernel(b, n_threads);
+  ASSERT_EQ(b.k_pool8, kc) << "paged_kv_write: key codes";
+  ASSERT_EQ(b.v_pool8, vc) << "paged_kv_write: value codes";
+  ASSERT_EQ(b.k_scales, ks) << "paged_kv_write: key scales";
+  ASSERT_EQ(b.v_scales, vs) << "paged_kv_write: value scales";
+  const std::vector<float> deq = reference(b, dequantized(kc, ks, c.D), dequantized(vc, vs, c.D)),
+                           exact = reference(b, exact_k, exact_v);
+  double q_l1 = 0, v_max = 0;
+  for (int64_t i = 0; i < b.N * c.H; ++i) {
+    double l1 = 0;
+    for (int64_t e = 0; e < c.D; ++e) l1 += std::fabs(b.q[i * c.D + e]);
+    q_l1 = std::max(q_l1, l1);
+  }
+  for (const float x : exact_v) v_max = std::max<double>(v_max, std::fabs(x));
+  const double delta = b.scale() * q_l1 * *std::max_element(ks.begin(), ks.end()) / 2,
+               bound = *std::max_element(vs.begin(), vs.end()) / 2 + v_max * std::expm1(2 * delta) + 2e-5;
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out[i], deq[i], 2e-5) << "element " << i;
+    ASSERT_NEAR(out[i], exact[i], bound) << "element " << i;
+    worst = std::max(worst, std::fabs(double(out[i]) - exact[i]));
+  }
+  // (D = 1 is exact: a lone element is its own absmax, code ±127.)
+  if (c.D > 1) {
+    EXPECT_GT(worst, 2e-5) << "the int8 pool changed no output: nothing was quantised";
+  }
+}
+
+TEST(PagedAttentionInt8, RaggedMhaGqaAndMqaMatchReferences) {
+  expect_int8_matches_references({4, 4, 64, 16, kRagged, {}}, 301);
+  expect_int8_matches_references({2, 2, 128, 16, kRagged, {}}, 302);
+  expect_int8_matches_references({8, 2, 64, 16, kRagged, {}}, 303);   // group 4
+  expect_int8_matches_references({6, 1, 32, 16, kRagged, {}}, 304);   // MQA
+  expect_int8_matches_references({40, 2, 16, 8, kRagged, {}}, 305);   // group 20: more than one tile per group
+}
+
+TEST(PagedAttentionInt8, BlockBoundariesAndOddHeadDimsMatchReferences) {
+  for (int P : {1, 7, 64}) expect_int8_matches_references({4, 2, 64, P, kRagged, {}}, 310 + P);
+  for (int D : {8, 24, 1, 80, 40, 33}) expect_int8_matches_references({4, 2, D, 16, kRagged, {}}, 400 + D);
+}
+
+TEST(PagedAttentionInt8, WindowsSoftcapAndScaleMatchReferences) {
+  expect_int8_matches_references({4, 2, 64, 16, kRagged, {.window = 5}}, 320);
+  expect_int8_matches_references({4, 2, 64, 4, kRagged, {.window = 17}}, 321);
+  expect_int8_matches_references({4, 4, 24, 3, kRagged, {.window = 1}}, 322);
+  expect_int8_matches_references({4, 2, 64, 16, kRagged, {.scale = 0.7f, .softcap = 3.f}}, 323);
+  expect_int8_matches_references({4, 2, 16, 5, kRagged, {.window = 6, .softcap = 1.5f}}, 324);
+}
+
+TEST(PagedAttentionInt8, ThreadsAndLongDecodeBatchMatchReferences) {
+  expect_int8_matches_references({8, 2, 64, 16, kRagged, {}}, 325, 1);
+  expect_int8_matches_references({8, 2, 64, 16, kRagged, {}}, 326, 7);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 8; ++i) seqs.push_back({37 * i + 11, 1});
+  expect_int8_matches_references({12, 12, 64, 16, seqs, {}}, 327);
+  expect_int8_matches_references({32, 8, 128, 16, seqs, {.window = 100}}, 328);
+}
+
+// Two sequences read the same first blocks (codes and scales), as after a prefix-cache hit, and write
+// their new rows past them.
+TEST(PagedAttentionInt8, PrefixSharedBlocksMatchReferences) {
+  expect_int8_matches_references({8, 2, 64, 16, kRagged, {}, 2}, 330);   // seqs 0 and 5 share 32 positions
+  expect_int8_matches_references({8, 2, 24, 7, kRagged, {}, 4}, 331);    // 28 positions, odd D and P
+  expect_int8_matches_references({16, 4, 64, 4, kRagged, {}, 8}, 332);   // the wide tile (group 4, 6 rows)
+}
+
+TEST(PagedAttention, PrefixSharedBlocksMatchReference) {
+  expect_matches_reference({8, 2, 64, 16, kRagged, {}, 2}, 333);
+  expect_matches_reference({8, 2, 24, 7, kRagged, {}, 4}, 334);
+}
+
 // The reference itself against the contiguous attention reference: one sequence, its keys gathered.
 TEST(PagedAttention, ReferenceAgreesWithContiguousAttention) {
   const Case c{4, 2, 8, 3, {{10, 4}}, {.window = 6}};
@@ -283,13 +430,13 @@ TEST(PagedAttention, ReferenceAgreesWithContiguousAttention) {
 }
 
 // A row's output depends only on its own sequence: bit for bit the same alone or batched (greedy decoding
-// of a sequence must not change with what it is batched with), over f32 and bf16 pools.
+// of a sequence must not change with what it is batched with), over f32, bf16 and int8 pools.
 TEST(PagedAttention, RowsAreBitIdenticalAloneOrBatched) {
-  for (const DType kv_dtype : {DType::kF32, DType::kBF16}) {
+  for (const DType kv_dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
     for (int D : {64, 24}) {
       const Case c{8, 2, D, 16, kRagged, {.softcap = 4.f}};
       Batch all(c, 40);
-      if (kv_dtype == DType::kBF16) all.use_bf16_pool();
+      all.use_pool(kv_dtype);
       const std::vector<float> batched = run_kernel(all, 3);
       for (size_t s = 0; s < c.seqs.size(); ++s) {
         Batch one(c, 40);  // the same pool and rows; keep only sequence s
@@ -303,7 +450,7 @@ TEST(PagedAttention, RowsAreBitIdenticalAloneOrBatched) {
         one.k.assign(one.k.begin() + r0 * c.Hkv * D, one.k.begin() + r1 * c.Hkv * D);
         one.v.assign(one.v.begin() + r0 * c.Hkv * D, one.v.begin() + r1 * c.Hkv * D);
         one.N = r1 - r0;
-        if (kv_dtype == DType::kBF16) one.use_bf16_pool();
+        one.use_pool(kv_dtype);
         const std::vector<float> alone = run_kernel(one, 2);
         ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + r0 * c.H * D, alone.size() * sizeof(float)))
             << "sequence " << s << " D " << D << " " << dtype_name(kv_dtype);

@@ -61,4 +61,15 @@ void paged_attention(const T* q, const T* k_pool, const T* v_pool, T* out, const
   }
 }
 
+// The int8 KV cache's quantiser (ops/paged_attention.h): codes [D] of x [D] and the returned scale
+// s = absmax / 127, c = round(x / s) with halves away from zero (std::round); all zeros for x = 0.
+inline float quantize_kv_int8(const float* x, int64_t head_dim, int8_t* codes) {
+  float amax = 0.f;
+  for (int64_t d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(x[d]));
+  const float s = amax / 127.f, inv = s != 0.f ? 1.f / s : 0.f;
+  for (int64_t d = 0; d < head_dim; ++d)
+    codes[d] = static_cast<int8_t>(std::clamp(std::round(x[d] * inv), -127.f, 127.f));
+  return s;
+}
+
 }  // namespace lathe::ref

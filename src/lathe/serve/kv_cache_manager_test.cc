@@ -225,5 +225,25 @@ TEST(KvCapacity, Bf16HoldsTwiceTheBlocks) {
   EXPECT_NE(s.find("KV cache (bf16): 199 blocks of 16 tokens = 3184 tokens (0.8 MiB)"), std::string::npos) << s;
 }
 
+// int8 K and V take a byte an element plus an f32 scale per (token, KV head): D + 4 bytes a slot, against
+// 4·D (f32) and 2·D (bf16). At D = 64 the same budget holds 256/68 = 3.76x the f32 blocks, 1.88x the bf16.
+TEST(KvCapacity, Int8HoldsNearlyFourTimesTheF32Blocks) {
+  const KvLayout layout{.n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 64};
+  const int64_t slots = 2 * 2 * 2 * 16;  // K+V · L · Hkv · P
+  const int64_t per_block = slots * (64 + static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(kv_block_bytes(layout, 16, DType::kI8), per_block);
+  const int64_t budget = 100 * kv_block_bytes(layout, 16, DType::kF32);
+  const int64_t f32 = kv_blocks_for_bytes(budget, layout, 16, DType::kF32),
+                bf16 = kv_blocks_for_bytes(budget, layout, 16, DType::kBF16),
+                int8 = kv_blocks_for_bytes(budget, layout, 16, DType::kI8);
+  EXPECT_EQ(f32, 100);
+  EXPECT_EQ(bf16, 200);
+  EXPECT_EQ(int8, budget / per_block);
+  EXPECT_GE(int8, 375);  // 3.76x f32, 1.88x bf16: the scales cost 4 of every 68 bytes
+  EXPECT_THROW(kv_blocks_for_bytes(2 * per_block - 1, layout, 16, DType::kI8), InvalidArgument);
+  const std::string s = kv_capacity_summary(int8, 16, layout, DType::kI8);
+  EXPECT_EQ(s.find("KV cache (int8): " + std::to_string(int8 - 1) + " blocks of 16 tokens"), 0u) << s;
+}
+
 }  // namespace
 }  // namespace lathe

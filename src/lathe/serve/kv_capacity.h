@@ -9,8 +9,8 @@
 
 namespace lathe {
 
-// Bytes one block of a PagedKvStore takes: K and V, of kv_dtype (f32: 4 bytes, bf16: 2), of L layers,
-// Hkv heads, P positions, D dims.
+// Bytes one block of a PagedKvStore takes: K and V, of kv_dtype (f32: 4 bytes, bf16: 2, int8 (kI8): 1 plus
+// an f32 scale per slot of D), of L layers, Hkv heads, P positions, D dims.
 int64_t kv_block_bytes(const KvLayout& layout, int block_size, DType kv_dtype);
 
 // The most blocks `bytes` hold (the null block among them). InvalidArgument, naming both sizes, when

@@ -21,8 +21,8 @@ inline constexpr int64_t kDefaultCpuKvCacheBytes = int64_t{2} << 30;
 
 struct EngineConfig {
   int64_t kv_cache_memory = 0;           // bytes of the KV pool (`--kv-cache-memory`); 0: the default above
-  // K and V in f32 or bf16 (`--kv-cache-dtype`); auto: bf16 when the model's matrices are bf16. A bf16 pool
-  // holds twice the tokens of an f32 one in the same kv_cache_memory.
+  // K and V in f32, bf16 or int8 (`--kv-cache-dtype`); auto: bf16 when the model's matrices are bf16. A bf16
+  // pool holds twice the tokens of an f32 one in the same kv_cache_memory, an int8 one 4·D / (D + 4) times.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int block_size = kDefaultKvBlockSize;  // P
   bool enable_prefix_caching = true;

@@ -69,7 +69,7 @@ class EngineCore {
   const ModelConfig& model_config() const { return model_.config(); }
   const SchedulerConfig& scheduler_config() const { return sched_config_; }
   int64_t n_blocks() const { return n_blocks_; }  // the pool, the null block included
-  DType kv_dtype() const { return kv_dtype_; }   // the pool's K and V: kF32 or kBF16
+  DType kv_dtype() const { return kv_dtype_; }   // the pool's K and V: kF32, kBF16 or kI8
   // "KV cache (bf16): N blocks of P tokens = T tokens (X MiB)"
   std::string capacity_summary() const;
   const ModelRunner& runner() const { return runner_; }

@@ -32,24 +32,29 @@ EngineMetrics settled_metrics(Engine& e) {
   return e.metrics();
 }
 
+// Over the f32 cache (auto on this model) and an int8 one, whose cached blocks carry their scales.
 TEST(Engine, RepeatedPromptHitsThePrefixCacheWithIdenticalTokens) {
   Model& m = *llama().model;
   const std::vector<int32_t> prompt = testing::varied_prompts(6, 40, m.config().vocab_size, 3).back();  // 36 tokens
   ASSERT_GE(prompt.size(), 33u);
-  Engine engine(m, {});
-  const Completion first = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
-  const EngineMetrics before = settled_metrics(engine);
-  EXPECT_EQ(before.core.prefix_cache_hits, 0);
-  const Completion second = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
-  const EngineMetrics after = settled_metrics(engine);
-  EXPECT_EQ(second.tokens.at(0), first.tokens.at(0));
-  // Every full block of the prompt before its last token was cached: (36 - 1) / 16 = 2 blocks.
-  const int64_t P = kDefaultKvBlockSize, want_hit = (static_cast<int64_t>(prompt.size()) - 1) / P * P;
-  EXPECT_EQ(after.core.prefix_cache_hits - before.core.prefix_cache_hits, want_hit);
-  EXPECT_GT(after.core.prefix_cache_queries, before.core.prefix_cache_queries);
-  // With caching off, nothing hits and the tokens are the same.
-  const Completion uncached = testing::run_alone(m, {.enable_prefix_caching = false}, testing::greedy_request(prompt, 10));
-  EXPECT_EQ(uncached.tokens.at(0), first.tokens.at(0));
+  for (const KvCacheDtype kv : {KvCacheDtype::kAuto, KvCacheDtype::kInt8}) {
+    SCOPED_TRACE(kv_cache_dtype_name(kv));
+    Engine engine(m, {.kv_cache_dtype = kv});
+    const Completion first = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
+    const EngineMetrics before = settled_metrics(engine);
+    EXPECT_EQ(before.core.prefix_cache_hits, 0);
+    const Completion second = read_all(*engine.submit(testing::greedy_request(prompt, 10)).stream);
+    const EngineMetrics after = settled_metrics(engine);
+    EXPECT_EQ(second.tokens.at(0), first.tokens.at(0));
+    // Every full block of the prompt before its last token was cached: (36 - 1) / 16 = 2 blocks.
+    const int64_t P = kDefaultKvBlockSize, want_hit = (static_cast<int64_t>(prompt.size()) - 1) / P * P;
+    EXPECT_EQ(after.core.prefix_cache_hits - before.core.prefix_cache_hits, want_hit);
+    EXPECT_GT(after.core.prefix_cache_queries, before.core.prefix_cache_queries);
+    // With caching off, nothing hits and the tokens are the same.
+    const Completion uncached = testing::run_alone(m, {.kv_cache_dtype = kv, .enable_prefix_caching = false},
+                                                   testing::greedy_request(prompt, 10));
+    EXPECT_EQ(uncached.tokens.at(0), first.tokens.at(0));
+  }
 }
 
 TEST(Engine, PreemptionByRecomputeKeepsTokensIdentical) {
@@ -229,6 +234,33 @@ TEST(Engine, Bf16KvCacheHoldsTwiceTheBlocksOfTheSameMemory) {
   const EngineRequest long_prompt = testing::greedy_request(std::vector<int32_t>(120, 3), 8);
   EXPECT_EQ(read_all(*as_f32.submit(long_prompt).stream).finish.at(0), FinishReason::kAbort);
   const Completion served = read_all(*as_bf16.submit(long_prompt).stream);
+  EXPECT_EQ(served.finish.at(0), FinishReason::kLength);
+  EXPECT_EQ(served.tokens.at(0).size(), 8u);
+}
+
+// --kv-cache-dtype int8: a slot takes D + 4 bytes (codes and an f32 scale) for f32's 4·D, so the same
+// budget holds 4·D / (D + 4) times the blocks (3.2x at this model's D = 16; 3.76x at D = 64), 1.6x bf16's;
+// the start-up line says int8, and the 120-token prompt the f32 pool cannot hold is served.
+TEST(Engine, Int8KvCacheHoldsTheBlocksItsBytesAllow) {
+  Model& m = *llama().model;
+  const KvLayout layout = layout_of(m);
+  const int64_t f32_block = kv_block_bytes(layout, kDefaultKvBlockSize, DType::kF32),
+                int8_block = kv_block_bytes(layout, kDefaultKvBlockSize, DType::kI8);
+  const int64_t D = layout.head_dim;
+  EXPECT_EQ(int8_block * 4 * D, f32_block * (D + 4));
+  const EngineConfig base{.kv_cache_memory = 9 * f32_block, .scheduler = {.max_model_len = 128, .watermark = 0}};
+  EngineConfig int8 = base, bf16 = base;
+  int8.kv_cache_dtype = KvCacheDtype::kInt8;
+  bf16.kv_cache_dtype = KvCacheDtype::kBF16;
+  Engine as_int8(m, int8), as_bf16(m, bf16);
+  const int64_t blocks = 9 * f32_block / int8_block;
+  EXPECT_GT(blocks, 3 * 9);
+  EXPECT_EQ(settled_metrics(as_int8).core.kv_blocks_total, blocks - 1);
+  EXPECT_GT(settled_metrics(as_int8).core.kv_blocks_total, settled_metrics(as_bf16).core.kv_blocks_total * 3 / 2);
+  EXPECT_EQ(as_int8.capacity_summary().find("KV cache (int8): " + std::to_string(blocks - 1) + " blocks"), 0u)
+      << as_int8.capacity_summary();
+  const EngineRequest long_prompt = testing::greedy_request(std::vector<int32_t>(120, 3), 8);
+  const Completion served = read_all(*as_int8.submit(long_prompt).stream);
   EXPECT_EQ(served.finish.at(0), FinishReason::kLength);
   EXPECT_EQ(served.tokens.at(0).size(), 8u);
 }

@@ -1,7 +1,7 @@
 // The engine on every fixture family: greedy tokens equal generate() and the fixture's greedy ids, and a
 // request's tokens do not depend on what else runs beside it (greedy and seeded sampling), whether the
 // others arrive with it or while it runs, with chunked prefill mixing prompt chunks and decodes; greedy
-// tokens stay batch-invariant over a bf16 KV cache too.
+// tokens stay batch-invariant over a bf16 and an int8 KV cache too.
 #include "lathe/serve/engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -106,6 +106,15 @@ TEST_P(EngineFamily, GreedyTokensOverBf16KvAreTheSameAloneAndAmong16Others) {
   ASSERT_EQ(Engine(*f.model, {.kv_cache_dtype = KvCacheDtype::kBF16}).capacity_summary().find("KV cache (bf16)"), 0u);
   expect_batch_invariant(f, testing::greedy_request({}, static_cast<int>(f.greedy_output.size())).sampling,
                          KvCacheDtype::kBF16);
+}
+
+// Over an int8 cache: K and V quantised per (token, KV head) when written; a row's codes and scale depend
+// on that row alone, so batching changes nothing here either.
+TEST_P(EngineFamily, GreedyTokensOverInt8KvAreTheSameAloneAndAmong16Others) {
+  const testing::EngineFixture f = load_engine_fixture(GetParam());
+  ASSERT_EQ(Engine(*f.model, {.kv_cache_dtype = KvCacheDtype::kInt8}).capacity_summary().find("KV cache (int8)"), 0u);
+  expect_batch_invariant(f, testing::greedy_request({}, static_cast<int>(f.greedy_output.size())).sampling,
+                         KvCacheDtype::kInt8);
 }
 
 TEST_P(EngineFamily, SeededSampleIsTheSameAloneAndAmong16Others) {

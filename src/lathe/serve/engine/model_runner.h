@@ -21,7 +21,7 @@ class LoraRegistry;
 struct ModelRunnerConfig {
   int64_t n_blocks = 0;                  // the store's blocks, the null block 0 included (the KvCacheManager's)
   int block_size = kDefaultKvBlockSize;  // P
-  DType kv_dtype = DType::kF32;          // the store's K and V: kF32 or kBF16
+  DType kv_dtype = DType::kF32;          // the store's K and V: kF32, kBF16 or kI8
   std::vector<int32_t> eos_token_ids;    // masked below min_tokens unless ignore_eos (SamplingState)
   // Served LoRA adapters: a sequence's adapter id -> the Linear slot its rows run with (null: none; a
   // sequence with an adapter is then refused).
