@@ -35,6 +35,11 @@ std::vector<EnvironmentAnswer> EnvironmentCalls::take(std::chrono::milliseconds 
   return out;
 }
 
+int64_t EnvironmentCalls::outstanding() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(queued_.size() + answers_.size()) + running_;
+}
+
 void EnvironmentCalls::reset() {
   std::unique_lock<std::mutex> lock(mu_);
   queued_.clear();

@@ -34,6 +34,8 @@ class EnvironmentCalls {
   void submit(uint64_t key, ToolCall call);
   // The answers that have arrived; when none has, waits up to `wait` for the first (0: does not wait).
   std::vector<EnvironmentAnswer> take(std::chrono::milliseconds wait);
+  // Calls submitted whose answers have not been taken yet (queued, running or arrived).
+  int64_t outstanding();
   // Drops the queued calls and the answers not taken, and waits for the running calls to end (after an error:
   // the next generation batch starts clean).
   void reset();

@@ -162,7 +162,10 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
         }
       }
       // Block only when every unfinished episode waits on its environment.
-      const auto wait = core_->has_unfinished() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(100);
+      const bool engine_busy = core_->has_unfinished();
+      if (n_done == eps.size()) break;
+      LATHE_ASSERT(engine_busy || calls_->outstanding() > 0, "unfinished episodes, yet no request and no call");
+      const auto wait = engine_busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(100);
       for (EnvironmentAnswer& a : calls_->take(wait)) {
         if (a.error) std::rethrow_exception(a.error);
         observe(static_cast<size_t>(a.key), a.result);
