@@ -164,17 +164,20 @@ int cmd_bench_tier(int argc, char** argv) {
 
 }  // namespace
 
-int cmd_bench_serve(int argc, char** argv);  // cmd_bench_serve.cc
+int cmd_bench_serve(int argc, char** argv);     // cmd_bench_serve.cc
+int cmd_bench_episodes(int argc, char** argv);  // cmd_bench_episodes.cc
 
 int cmd_bench(int argc, char** argv) {
   const std::string sub = argc > 2 ? argv[2] : "";
   if (sub == "roofline") return cmd_bench_roofline(argc, argv);
   if (sub == "tier") return cmd_bench_tier(argc, argv);
   if (sub == "serve") return cmd_bench_serve(argc, argv);
+  if (sub == "episodes") return cmd_bench_episodes(argc, argv);
   std::fputs(
       "usage: lathe bench roofline [--out DIR] [--threads N] [--quick]\n"
       "       lathe bench tier\n"
       "       lathe bench serve --base-url http://HOST:PORT [options]\n"
+      "       lathe bench episodes MODEL_DIR [options]\n"
       "(each with --help)\n",
       stderr);
   return sub == "--help" || sub == "-h" ? 0 : 2;

@@ -53,6 +53,7 @@ const CommandSpec& checkpoint_verify_spec();
 const CommandSpec& bench_roofline_spec();
 const CommandSpec& bench_tier_spec();
 const CommandSpec& bench_serve_spec();
+const CommandSpec& bench_episodes_spec();
 const CommandSpec& merge_spec();
 const CommandSpec& launch_spec();
 const CommandSpec& quantize_spec();
@@ -80,7 +81,8 @@ void usage() {
                                   &pretrain_spec(), &sft_spec(), &dpo_spec(), &grpo_spec(), &distill_spec(),
                                   &distill_cache_spec(), &launch_spec(), &merge_spec(), &quantize_spec(), &plot_spec(),
                                   &checkpoint_verify_spec(), &chat_template_spec(),
-                                  &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec()})
+                                  &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec(),
+                                  &bench_episodes_spec()})
     s += help_overview(*spec);
   s +=
       "\n"

@@ -10,6 +10,8 @@ GrpoBatch make_grpo_batch(std::span<const Trajectory> trajectories) {
   for (size_t i = 0; i < trajectories.size(); ++i) {
     const Trajectory& tr = trajectories[i];
     LATHE_CHECK_ARG(!tr.prompt.empty(), "[make_grpo_batch] trajectory ", i, " has an empty prompt");
+    LATHE_CHECK_ARG(tr.loss_mask.empty() || tr.loss_mask.size() == tr.completion.size(), "[make_grpo_batch] trajectory ",
+                    i, " has ", tr.loss_mask.size(), " loss-mask entries for ", tr.completion.size(), " completion tokens");
     const auto start = static_cast<int32_t>(b.tokens.size());
     const auto p = static_cast<int32_t>(tr.prompt.size());
     int32_t pos = 0;
@@ -19,6 +21,7 @@ GrpoBatch make_grpo_batch(std::span<const Trajectory> trajectories) {
     for (size_t j = 0; j < tr.completion.size(); ++j) {
       b.output_rows.push_back(start + p - 1 + static_cast<int32_t>(j));
       b.targets.push_back(tr.completion[j]);
+      b.loss_mask.push_back(tr.loss_mask.empty() ? 1 : tr.loss_mask[j]);
     }
     b.offsets.push_back(static_cast<int64_t>(b.targets.size()));
   }

@@ -159,11 +159,12 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
     c.batch = make_grpo_batch(c.trajectories);
     c.advantages.assign(adv.advantages.begin() + static_cast<std::ptrdiff_t>(at),
                         adv.advantages.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(local_b)));
-    c.mask.assign(static_cast<size_t>(c.batch.n_tokens()), 1);
+    c.mask = c.batch.loss_mask;  // 0 on tool output (multi-turn episodes)
     for (const Trajectory& t : c.trajectories) {
       c.truncated.push_back(t.truncated ? 1 : 0);
       if (!(t.truncated && opts_.loss.mask_truncated_completions))
-        step_tokens[static_cast<size_t>(k)] += static_cast<double>(t.completion.size());
+        step_tokens[static_cast<size_t>(k)] += static_cast<double>(
+            t.loss_mask.empty() ? t.completion.size() : std::count(t.loss_mask.begin(), t.loss_mask.end(), 1));
       seq_tokens += static_cast<double>(t.prompt.size() + t.completion.size());
     }
     std::vector<float> rollout;

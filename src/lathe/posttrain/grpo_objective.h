@@ -49,7 +49,8 @@ struct GrpoMicroBatch {
   std::vector<Trajectory> trajectories;  // [b]
   GrpoBatch batch;                       // their packed sequences; [N] completion tokens
   std::vector<double> advantages;        // [b]
-  std::vector<uint8_t> mask;             // [N] all 1 (truncated completions are masked by the loss when asked)
+  std::vector<uint8_t> mask;             // [N] the trajectories' loss masks (truncated completions are masked by
+                                         // the loss when asked)
   std::vector<uint8_t> truncated;        // [b]
   std::vector<float> old_logps;          // [N], or empty: on-policy (π_old = sg[π_θ])
   std::vector<float> ref_logps;          // [N], or empty: β = 0

@@ -107,6 +107,7 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
     r.checked("rewards", rw->is_array() && !rw->empty(), *rw, "expected a list of reward functions (docs/recipes.md)");
     o.rewards = *rw;
   }
+  if (const json* env = r.find("environment")) o.environment = *env;
   r.reject_unknown();
   LATHE_CHECK_ARG(l.beta == 0 || o.lora || !o.ref_model.empty() || !c.model_base.empty(), where,
                   ": grpo.beta > 0 needs a reference model: set model.base (its frozen copy), grpo.ref_model, or a"

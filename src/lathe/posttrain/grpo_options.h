@@ -42,6 +42,7 @@ struct GrpoOptions {
   double top_p = 1.0;                   // grpo.top_p
   int64_t top_k = 0;                    // grpo.top_k (0: off)
   nlohmann::json rewards;               // grpo.rewards: the built-in reward functions (rollout/rewards.h checks them)
+  nlohmann::json environment;           // grpo.environment: multi-turn tool episodes (rollout/environment.h checks it)
   std::string ref_model;                // grpo.ref_model ("" = model.base, or with LoRA the adapter off)
   std::string model_base;               // model.base
   bool lora = false;                    // the recipe has a lora: section

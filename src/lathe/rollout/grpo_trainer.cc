@@ -9,6 +9,7 @@
 #include "lathe/posttrain/grpo_objective.h"
 #include "lathe/posttrain/posttrain_run.h"
 #include "lathe/rollout/engine_rollout.h"
+#include "lathe/rollout/episode_rollout.h"
 
 namespace lathe::rollout {
 
@@ -22,12 +23,15 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions&
   rewards = parse_reward_specs(opts.rewards, where);
   LATHE_CHECK_ARG(!opts.tokenizer.empty(), where, ": GRPO needs a tokenizer: set model.base (a Hugging Face folder"
                   " with tokenizer.json) or grpo.tokenizer");
+  if (!opts.environment.is_null())
+    cfg.resolved["grpo"]["environment"] = environment_spec_json(parse_environment_spec(opts.environment, where));
   return cfg;
 }
 
 // The rollout of a run: data.train's prompts tokenized (conversations with the chat template's generation
 // prompt), their answers, and the reward function over the decoded completions.
-std::unique_ptr<EngineRollout> make_rollout(const posttrain::GrpoOptions& o, const std::vector<RewardSpec>& specs) {
+std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOptions& o,
+                                                       const std::vector<RewardSpec>& specs) {
   const posttrain::Dataset d = posttrain::load_dataset(o.train_data);
   LATHE_CHECK_ARG(d.kind == posttrain::DatasetKind::kPromptOnly, d.examples[0].where,
                   ": GRPO trains on prompt-only rows (a prompt column, and an optional answer); this file is ",
@@ -50,17 +54,31 @@ std::unique_ptr<EngineRollout> make_rollout(const posttrain::GrpoOptions& o, con
   std::vector<std::string> names;
   for (const RewardSpec& r : specs) names.push_back(r.name);
   RewardFn fn = [enc, answers, specs](int64_t prompt, const posttrain::Trajectory& t) {
-    const std::vector<uint32_t> ids(t.completion.begin(), t.completion.end());
+    // The model's own tokens: an episode's tool output (loss mask 0) is not the model's answer.
+    std::vector<uint32_t> ids;
+    for (size_t i = 0; i < t.completion.size(); ++i)
+      if (t.loss_mask.empty() || t.loss_mask[i]) ids.push_back(static_cast<uint32_t>(t.completion[i]));
     const std::string text = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true);
     std::vector<double> out;
     for (const RewardSpec& r : specs) out.push_back(reward_value(r, text, (*answers)[static_cast<size_t>(prompt)]));
     return out;
   };
-  EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .seed = o.seed};
-  ro.sampling.temperature = static_cast<float>(o.temperature);
-  ro.sampling.top_p = static_cast<float>(o.top_p);
-  ro.sampling.top_k = static_cast<int>(o.top_k);
-  if (tok.special_tokens().eos_id) ro.stop_token_ids.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(o.temperature);
+  sampling.top_p = static_cast<float>(o.top_p);
+  sampling.top_k = static_cast<int>(o.top_k);
+  std::vector<int32_t> stops;
+  if (tok.special_tokens().eos_id) stops.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+  if (!o.environment.is_null()) {  // multi-turn episodes with a tool environment
+    const EnvironmentSpec env = parse_environment_spec(o.environment, "recipe");  // checked by with_defaults
+    auto codec = std::make_shared<ChatToolCodec>(enc, env.tool_call_start, env.tool_call_end);
+    EpisodeRolloutOptions eo{.max_completion_length = o.max_completion_length, .max_turns = env.max_turns,
+                             .workers = env.workers, .sampling = sampling, .stop_token_ids = stops, .seed = o.seed};
+    return std::make_unique<EpisodeRollout>(std::move(prompts), std::move(names), std::move(fn), make_environment(env),
+                                            std::move(codec), std::move(eo));
+  }
+  EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .sampling = sampling,
+                          .stop_token_ids = stops, .seed = o.seed};
   return std::make_unique<EngineRollout>(std::move(prompts), std::move(names), std::move(fn), std::move(ro));
 }
 

@@ -2,7 +2,8 @@
 // grpo_objective.h) fed by in-process rollouts on the serving engine (engine_rollout.h) over the policy being
 // trained, scored by the recipe's built-in rewards (rewards.h). data.train holds prompt-only rows (TRL's
 // `prompt`, a string or a conversation rendered with the chat template and its generation prompt) and an
-// optional `answer` column for the answer rewards. Like `lathe dpo`, the run folder holds recipe.yaml,
+// optional `answer` column for the answer rewards. With grpo.environment the completions are multi-turn tool
+// episodes (episode_rollout.h) whose tool output the loss skips, and the rewards read the model's tokens only. Like `lathe dpo`, the run folder holds recipe.yaml,
 // metrics.jsonl and checkpoints/; at the end <run>/model, or <run>/adapter for a LoRA run.
 #pragma once
 
