@@ -9,6 +9,8 @@
 //   π_ref log-probs  a no-grad forward of the reference (the adapter off, or a frozen copy); none when β = 0
 //   mismatch         weights and diagnostics from π_old vs the sampler's log-probs (grpo_mismatch.h)
 //   dapo tokens      each optimizer step's trained-token count over all its micro-batches and ranks
+// With grpo.dynamic_sampling (DAPO), groups without reward variance are dropped and refilled from extra
+// sampling rounds (grpo_dynamic_sampling.h) before any of this.
 // Micro-batch j of a generation cycle trains chunk j mod steps_per_generation of it (TRL's buffer), so μ > 1
 // passes over the same completions with the same π_old. The loss is grpo_loss (grpo_loss.h) on the policy's
 // fused-head log-probs of the completion tokens only (ForwardBatch::output_rows).
@@ -101,6 +103,7 @@ class GrpoObjective final : public train::Objective {
   int64_t cycle_ = -1;                // the generation cycle in chunks_ (-1: none)
   std::vector<GrpoMicroBatch> chunks_;  // [steps_per_generation] this rank's generation batch
   double mean_sequence_tokens_ = 0;
+  std::vector<double> pending_times_;  // the last generation's time/* metrics, until a micro-batch reports them
   int64_t generations_ = 0, old_logp_forwards_ = 0, reference_forwards_ = 0;
 };
 

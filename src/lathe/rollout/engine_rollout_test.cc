@@ -43,9 +43,12 @@ std::unique_ptr<EngineRollout> fixture_rollout() {
   for (int k = 0; k < 6; ++k) p0.insert(p0.end(), base.begin(), base.end());
   std::vector<int32_t> p1(p0.rbegin(), p0.rend());
   // "even": 1 for an even completion length; "first": 1 on prompt 0 only, N/A on prompt 1.
-  RewardFn rewards = [](int64_t prompt, const Trajectory& t) {
-    return std::vector<double>{t.completion.size() % 2 == 0 ? 1.0 : 0.0,
-                               prompt == 0 ? 1.0 : std::numeric_limits<double>::quiet_NaN()};
+  RewardFn rewards = [](int64_t prompt, std::span<const Trajectory> group) {
+    std::vector<std::vector<double>> out;
+    for (const Trajectory& t : group)
+      out.push_back({t.completion.size() % 2 == 0 ? 1.0 : 0.0,
+                     prompt == 0 ? 1.0 : std::numeric_limits<double>::quiet_NaN()});
+    return out;
   };
   return std::make_unique<EngineRollout>(
       std::vector<std::vector<int32_t>>{p0, p1}, std::vector<std::string>{"even", "first"}, rewards,

@@ -9,6 +9,7 @@
 #include "lathe/posttrain/grpo_objective.h"
 #include "lathe/posttrain/posttrain_run.h"
 #include "lathe/rollout/engine_rollout.h"
+#include "lathe/rollout/reward_set.h"
 
 namespace lathe::rollout {
 
@@ -19,24 +20,35 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions&
   const std::string where = cfg.recipe_path.empty() ? "recipe" : cfg.recipe_path;
   LATHE_CHECK_ARG(!opts.rewards.is_null(), where, ": grpo.rewards is required: the reward functions that score the"
                   " completions, e.g. [{type: format, pattern: 'kcal'}, {type: answer_numeric}] (docs/recipes.md)");
-  rewards = parse_reward_specs(opts.rewards, where);
+  rewards = parse_reward_specs(opts.rewards, where, opts.max_completion_length);
+  // Per-entry weights are the same as grpo.reward_weights, written beside each function; one or the other.
+  bool any_weight = false;
+  for (const RewardSpec& r : rewards) any_weight |= r.weight.has_value();
+  LATHE_CHECK_ARG(!any_weight || opts.advantage.reward_weights.empty(), where,
+                  ": grpo.reward_weights and a `weight` in grpo.rewards: give the weights one way");
+  if (any_weight)
+    for (const RewardSpec& r : rewards) opts.advantage.reward_weights.push_back(r.weight.value_or(1.0));
   LATHE_CHECK_ARG(!opts.tokenizer.empty(), where, ": GRPO needs a tokenizer: set model.base (a Hugging Face folder"
                   " with tokenizer.json) or grpo.tokenizer");
   return cfg;
 }
 
 // The rollout of a run: data.train's prompts tokenized (conversations with the chat template's generation
-// prompt), their answers, and the reward function over the decoded completions.
+// prompt), their rows' other columns, and the reward functions over the decoded completions.
 std::unique_ptr<EngineRollout> make_rollout(const posttrain::GrpoOptions& o, const std::vector<RewardSpec>& specs) {
   const posttrain::Dataset d = posttrain::load_dataset(o.train_data);
   LATHE_CHECK_ARG(d.kind == posttrain::DatasetKind::kPromptOnly, d.examples[0].where,
-                  ": GRPO trains on prompt-only rows (a prompt column, and an optional answer); this file is ",
-                  posttrain::dataset_kind_name(d.kind));
+                  ": GRPO trains on prompt-only rows (a prompt column, and optional columns for the rewards); this"
+                  " file is ", posttrain::dataset_kind_name(d.kind));
   auto enc = std::make_shared<posttrain::ExampleEncoder>(tokenizer::read_tokenizer_files(o.tokenizer),
                                                          posttrain::EncoderOptions{});
   const tokenizer::Tokenizer& tok = enc->tokenizer();
   std::vector<std::vector<int32_t>> prompts;
-  auto answers = std::make_shared<std::vector<nlohmann::json>>();
+  struct Row {
+    std::string prompt;               // as rendered
+    nlohmann::ordered_json columns;   // the other columns
+  };
+  auto rows = std::make_shared<std::vector<Row>>();
   for (const posttrain::Example& e : d.examples) {
     const bool chat = e.prompt.conversational;
     const std::string text = chat ? enc->render(e.prompt.messages, true, e.tools) : e.prompt.text;
@@ -45,23 +57,29 @@ std::unique_ptr<EngineRollout> make_rollout(const posttrain::GrpoOptions& o, con
     // Longer prompts keep their last max_prompt_length tokens (TRL truncates on the left).
     const size_t skip = ids.size() > static_cast<size_t>(o.max_prompt_length) ? ids.size() - o.max_prompt_length : 0;
     prompts.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(skip), ids.end());
-    answers->push_back(e.extra.contains("answer") ? nlohmann::json(e.extra["answer"]) : nlohmann::json());
+    rows->push_back({text, e.extra});
   }
-  std::vector<std::string> names;
-  for (const RewardSpec& r : specs) names.push_back(r.name);
-  RewardFn fn = [enc, answers, specs](int64_t prompt, const posttrain::Trajectory& t) {
-    const std::vector<uint32_t> ids(t.completion.begin(), t.completion.end());
-    const std::string text = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true);
-    std::vector<double> out;
-    for (const RewardSpec& r : specs) out.push_back(reward_value(r, text, (*answers)[static_cast<size_t>(prompt)]));
-    return out;
+  auto set = std::make_shared<RewardSet>(specs);  // starts the reward commands, once per run
+  const int64_t max_len = o.max_completion_length;
+  RewardFn fn = [enc, rows, set, max_len](int64_t prompt, std::span<const posttrain::Trajectory> group) {
+    const Row& row = (*rows)[static_cast<size_t>(prompt)];
+    std::vector<RewardInput> in;
+    for (const posttrain::Trajectory& t : group) {
+      const std::vector<uint32_t> ids(t.completion.begin(), t.completion.end());
+      in.push_back({.prompt = row.prompt,
+                    .completion = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true),
+                    .completion_tokens = static_cast<int64_t>(t.completion.size()),
+                    .max_completion_tokens = max_len,
+                    .columns = &row.columns});
+    }
+    return set->score(in);
   };
   EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .seed = o.seed};
   ro.sampling.temperature = static_cast<float>(o.temperature);
   ro.sampling.top_p = static_cast<float>(o.top_p);
   ro.sampling.top_k = static_cast<int>(o.top_k);
   if (tok.special_tokens().eos_id) ro.stop_token_ids.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
-  return std::make_unique<EngineRollout>(std::move(prompts), std::move(names), std::move(fn), std::move(ro));
+  return std::make_unique<EngineRollout>(std::move(prompts), set->names(), std::move(fn), std::move(ro));
 }
 
 }  // namespace
