@@ -18,10 +18,11 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // The policy's (or reference's) log-probs of a micro-batch's completion tokens, no grad -> [N].
-std::vector<float> no_grad_logps(const Model& m, const GrpoBatch& b, const ForwardOptions& o) {
+std::vector<float> no_grad_logps(const Model& m, const GrpoBatch& b, const ForwardOptions& o,
+                                 const LogprobProcessing& processing) {
   NoGradGuard ng;
   const Tensor targets = Tensor::from_data_i32({b.n_tokens()}, b.targets);
-  return m.token_logprobs(b.forward_batch(), targets, o).logprobs.to_vector();
+  return m.token_logprobs(b.forward_batch(), targets, o, false, processing).logprobs.to_vector();
 }
 
 // The metrics after the generation metrics: names of the loss's and the versions' (order fixed).
@@ -75,6 +76,12 @@ GrpoObjective::GrpoObjective(GrpoOptions opts, std::unique_ptr<RolloutSource> so
                   "grpo.reward_weights has ", opts_.advantage.reward_weights.size() - (opts_.overlong_buffer > 0),
                   " weights for ", reward_names_.size() - (opts_.overlong_buffer > 0), " reward functions");
   mean_sequence_tokens_ = static_cast<double>(source_->max_prompt_tokens() + opts_.max_completion_length);
+  // Every log-prob (π_θ, π_old, π_ref) is of the sampler's processed distribution (specs §5.6); temperature 0
+  // (greedy) has none: the model's own distribution.
+  if (opts_.temperature > 0)
+    processing_ = {.temperature = static_cast<float>(opts_.temperature),
+                   .top_k = opts_.top_k,
+                   .top_p = static_cast<float>(opts_.top_p)};
 }
 
 GrpoObjective::~GrpoObjective() = default;
@@ -215,7 +222,7 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
       c.old_logps = rollout;
     } else if (!opts_.on_policy() || all_rollout) {
       const auto t0 = std::chrono::steady_clock::now();
-      c.old_logps = no_grad_logps(model, c.batch, no_grad_forward_);
+      c.old_logps = no_grad_logps(model, c.batch, no_grad_forward_, processing_);
       old_s += seconds_since(t0);
       ++old_logp_forwards_;
     }
@@ -223,7 +230,7 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
       const auto t0 = std::chrono::steady_clock::now();
       ForwardOptions ro = no_grad_forward_;
       ro.lora = false;  // the base when the policy is base + adapter; a separate reference has no adapter
-      c.ref_logps = no_grad_logps(ref_model_ ? *ref_model_ : model, c.batch, ro);
+      c.ref_logps = no_grad_logps(ref_model_ ? *ref_model_ : model, c.batch, ro, processing_);
       ref_s += seconds_since(t0);
       ++reference_forwards_;
     }
@@ -293,7 +300,7 @@ GrpoMicroBatch GrpoObjective::next_batch(const Model& model) {
 train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b) {
   const ForwardOptions o = train::micro_batch_forward(forward_, position_, world_, rank_);
   const Tensor targets = Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets);
-  const TokenLogprobs lp = model.token_logprobs(b.batch.forward_batch(), targets, o, /*want_entropy=*/true);
+  const TokenLogprobs lp = model.token_logprobs(b.batch.forward_batch(), targets, o, /*want_entropy=*/true, processing_);
   std::vector<float> live;
   if (b.old_logps.empty()) live = lp.logprobs.to_vector();  // on-policy: π_old = sg[π_θ]
   const std::vector<float> entropy = lp.entropy.to_vector();

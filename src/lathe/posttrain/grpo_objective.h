@@ -13,7 +13,8 @@
 // sampling rounds (grpo_dynamic_sampling.h) before any of this.
 // Micro-batch j of a generation cycle trains chunk j mod steps_per_generation of it (TRL's buffer), so μ > 1
 // passes over the same completions with the same π_old. The loss is grpo_loss (grpo_loss.h) on the policy's
-// fused-head log-probs of the completion tokens only (ForwardBatch::output_rows).
+// fused-head log-probs of the completion tokens only (ForwardBatch::output_rows), of the distribution the sampler
+// drew from: grpo.temperature, top_k and top_p replayed on the logits (ops/logprob.h LogprobProcessing).
 // The data position counts completions trained (all ranks). A run resumed inside a generation cycle
 // regenerates that cycle with the resumed weights (its completions differ from the interrupted run's); a
 // checkpoint at a cycle boundary resumes exactly.
@@ -98,6 +99,7 @@ class GrpoObjective final : public train::Objective {
   int world_ = 1, rank_ = 0;
   dist::Communicator* comm_ = nullptr;
   ForwardOptions forward_, no_grad_forward_;
+  LogprobProcessing processing_;  // the sampler's temperature / top-k / top-p, replayed by every log-prob
   std::unique_ptr<Model> ref_model_;  // a frozen copy (no LoRA, or grpo.ref_model); null otherwise
   int64_t position_ = 0;              // global completions trained
   int64_t cycle_ = -1;                // the generation cycle in chunks_ (-1: none)
