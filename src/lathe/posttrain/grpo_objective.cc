@@ -194,9 +194,9 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
   chunks_.assign(static_cast<size_t>(spg), {});
   std::vector<double> step_tokens(static_cast<size_t>(spg), 0.0);  // trained tokens of each chunk, then all ranks
   double seq_tokens = 0;
+  double old_s = 0, ref_s = 0;  // seconds in the π_old and π_ref forwards
   // The generation batch's mismatch statistics from its chunks': means weighted by tokens, max of maxima,
   // min of minima (the Pearson correlation: the chunks' token-weighted mean, an approximation).
-  double old_s = 0, ref_s = 0;  // seconds in the π_old and π_ref forwards
   GrpoMismatch mm;
   mm.weight_mean = mm.weight_max = mm.weight_min = 0;
   double mm_tokens = 0;

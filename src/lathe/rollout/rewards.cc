@@ -82,15 +82,11 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
     LATHE_CHECK_ARG(r.kind != RewardKind::kCount, at, ".type = ", e.contains("type") ? e["type"].dump() : "(none)",
                     ": must be format, answer_exact, answer_numeric, length or command");
     const std::set<std::string>& allowed = kind_keys(r.kind);
+    std::string keys = "type, name, weight";
+    for (const std::string& k : allowed) keys += ", " + k;
     for (auto it = e.begin(); it != e.end(); ++it)
       LATHE_CHECK_ARG(it.key() == "type" || it.key() == "name" || it.key() == "weight" || allowed.contains(it.key()),
-                      at, ": unknown key ", it.key(), " for a ", type, " reward (type, name, weight",
-                      [&] {
-                        std::string s;
-                        for (const std::string& k : allowed) s += ", " + k;
-                        return s;
-                      }(),
-                      ")");
+                      at, ": unknown key ", it.key(), " for a ", type, " reward (", keys, ")");
     LATHE_CHECK_ARG(!e.contains("name") || e["name"].is_string(), at, ".name = ", e.value("name", nlohmann::json()).dump(),
                     ": expected a string");
     r.name = e.value("name", type);
