@@ -60,12 +60,17 @@ CommandReward::~CommandReward() {
   waitpid(pid_, nullptr, 0);
 }
 
-void CommandReward::fail(const std::string& why) {
-  // Reap (or kill) the process so the message can say how it ended, and refuse every later call.
+void CommandReward::fail(const std::string& why, bool exiting) {
+  // Reap (or kill) the process so the message can say how it ended, and refuse every later call. One that
+  // closed its end is given a second to finish exiting, so the message can carry its exit status.
   std::string end;
   if (pid_ > 0) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
+    for (int i = 0; r == 0 && exiting && i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      r = waitpid(pid_, &status, WNOHANG);
+    }
     if (r == 0) {
       kill(pid_, SIGKILL);
       r = waitpid(pid_, &status, 0);
@@ -99,8 +104,9 @@ std::string CommandReward::read_line() {
     char buf[65536];
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
+    // A reset is a peer that exited with our request unread.
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) fail("it closed its stdout before answering", /*exiting=*/true);
     if (n < 0) fail(str_cat("reading its answer failed: ", std::strerror(errno)));
-    if (n == 0) fail("it closed its stdout before answering");
     pending_.append(buf, static_cast<size_t>(n));
   }
 }
@@ -112,7 +118,10 @@ std::vector<double> CommandReward::score(const nlohmann::json& requests) {
   for (size_t sent = 0; sent < line.size();) {
     const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(str_cat("writing a request failed: ", std::strerror(errno)));
+    if (n < 0) {
+      const int err = errno;
+      fail(str_cat("writing a request failed: ", std::strerror(err)), /*exiting=*/err == EPIPE);
+    }
     sent += static_cast<size_t>(n);
   }
   const std::string answer = read_line();

@@ -33,7 +33,8 @@ class CommandReward {
   const std::string& command() const { return shown_; }  // argv joined by spaces, for messages
 
  private:
-  [[noreturn]] void fail(const std::string& why);
+  // exiting: the process closed its end, so it is likely exiting: wait up to a second for its status.
+  [[noreturn]] void fail(const std::string& why, bool exiting = false);
   std::string read_line();  // the next answer line (without '\n'), within the timeout
 
   std::vector<std::string> argv_;

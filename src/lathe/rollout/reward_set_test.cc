@@ -59,7 +59,8 @@ RewardSpec command(const std::string& name, std::vector<std::string> argv, doubl
 std::vector<RewardInput> group(const nlohmann::ordered_json& row, std::vector<int64_t> tokens) {
   std::vector<RewardInput> g;
   for (int64_t t : tokens)
-    g.push_back({.prompt = "p", .completion = "c \"quoted\"\n", .completion_tokens = t, .columns = &row});
+    g.push_back({.prompt = "p", .completion = "c \"quoted\"\n", .completion_tokens = t, .max_completion_tokens = 100,
+                 .columns = &row});
   return g;
 }
 
