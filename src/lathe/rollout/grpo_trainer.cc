@@ -22,12 +22,10 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions&
                   " completions, e.g. [{type: format, pattern: 'kcal'}, {type: answer_numeric}] (docs/recipes.md)");
   rewards = parse_reward_specs(opts.rewards, where, opts.max_completion_length);
   // Per-entry weights are the same as grpo.reward_weights, written beside each function; one or the other.
-  bool any_weight = false;
-  for (const RewardSpec& r : rewards) any_weight |= r.weight.has_value();
-  LATHE_CHECK_ARG(!any_weight || opts.advantage.reward_weights.empty(), where,
+  const std::vector<double> weights = reward_weights(rewards);
+  LATHE_CHECK_ARG(weights.empty() || opts.advantage.reward_weights.empty(), where,
                   ": grpo.reward_weights and a `weight` in grpo.rewards: give the weights one way");
-  if (any_weight)
-    for (const RewardSpec& r : rewards) opts.advantage.reward_weights.push_back(r.weight.value_or(1.0));
+  if (!weights.empty()) opts.advantage.reward_weights = weights;
   LATHE_CHECK_ARG(!opts.tokenizer.empty(), where, ": GRPO needs a tokenizer: set model.base (a Hugging Face folder"
                   " with tokenizer.json) or grpo.tokenizer");
   return cfg;

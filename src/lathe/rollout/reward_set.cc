@@ -15,16 +15,6 @@ std::vector<std::string> RewardSet::names() const {
   return out;
 }
 
-std::vector<double> RewardSet::weights() const {
-  bool any = false;
-  std::vector<double> w;
-  for (const RewardSpec& r : specs_) {
-    any |= r.weight.has_value();
-    w.push_back(r.weight.value_or(1.0));
-  }
-  return any ? w : std::vector<double>{};
-}
-
 std::vector<std::vector<double>> RewardSet::score(std::span<const RewardInput> group) {
   std::vector<std::vector<double>> out(group.size(), std::vector<double>(specs_.size()));
   for (size_t f = 0; f < specs_.size(); ++f) {

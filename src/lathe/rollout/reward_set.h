@@ -20,8 +20,6 @@ class RewardSet {
 
   const std::vector<RewardSpec>& specs() const { return specs_; }
   std::vector<std::string> names() const;  // [F] in order
-  // [F] the entries' `weight`s (1 where unset), or empty when no entry has one (every function weighs 1).
-  std::vector<double> weights() const;
 
   // group [G] -> rewards [G][F] (NaN: not applicable). Throws Error naming a command that fails.
   std::vector<std::vector<double>> score(std::span<const RewardInput> group);

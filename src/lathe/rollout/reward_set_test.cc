@@ -70,7 +70,6 @@ TEST(RewardSet, CommandsScoreGroupsOverJsonLines) {
                                    parse_reward_specs(json::parse(R"([{"type": "length"}])"), "r.yaml", 100)[0]};
   RewardSet set(specs);
   EXPECT_EQ(set.names(), (std::vector<std::string>{"tokens", "bonus", "length"}));
-  EXPECT_TRUE(set.weights().empty());
   const nlohmann::ordered_json with = {{"bonus", 2.5}, {"answer", "x"}}, without = {{"answer", "x"}};
   for (int round = 0; round < 3; ++round) {
     const std::vector<std::vector<double>> a = set.score(group(with, {3, 50, 7}));
@@ -92,7 +91,8 @@ TEST(RewardSet, CommandsScoreGroupsOverJsonLines) {
 TEST(RewardSet, WeightsComeFromTheEntries) {
   const std::vector<RewardSpec> specs = parse_reward_specs(
       json::parse(R"([{"type": "length", "weight": 0.5}, {"type": "format", "pattern": "a"}])"), "r.yaml", 100);
-  EXPECT_EQ(RewardSet(specs).weights(), (std::vector<double>{0.5, 1.0}));
+  EXPECT_EQ(reward_weights(specs), (std::vector<double>{0.5, 1.0}));
+  EXPECT_TRUE(reward_weights({specs[1]}).empty());  // none set: every function weighs 1
 }
 
 std::string error_of(const RewardSpec& spec) {

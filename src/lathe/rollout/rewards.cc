@@ -142,6 +142,16 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
   return out;
 }
 
+std::vector<double> reward_weights(const std::vector<RewardSpec>& specs) {
+  bool any = false;
+  std::vector<double> w;
+  for (const RewardSpec& r : specs) {
+    any |= r.weight.has_value();
+    w.push_back(r.weight.value_or(1.0));
+  }
+  return any ? w : std::vector<double>{};
+}
+
 double reward_value(const RewardSpec& r, const RewardInput& in) {
   switch (r.kind) {
     case RewardKind::kFormat:

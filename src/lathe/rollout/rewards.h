@@ -54,6 +54,9 @@ struct RewardInput {
 std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where,
                                            int64_t max_completion_length);
 
+// [F] the entries' `weight`s (1 where unset), or empty when no entry has one (every function weighs 1).
+std::vector<double> reward_weights(const std::vector<RewardSpec>& specs);
+
 // One stateless reward (every kind but command) on one completion.
 double reward_value(const RewardSpec& r, const RewardInput& in);
 
