@@ -77,19 +77,19 @@ Tensor pick_row(const Tensor& both, int64_t r) {
 }
 
 // One row's chunk logits z [vc] -> d(out)/d(pre-cap logits) in place, for upstream gradients g_lp (log-prob)
-// and g_h (entropy): dz_j = g_lp·([j == t] − p_j) − g_h·p_j·(z_j − lse + H), p_j = exp(z_j − lse), then
-// ·(1 − (z_j/cap)²) through the cap (inv_cap 0: no cap, the factor is exactly 1). t < 0: target elsewhere.
+// and g_h (entropy), of the distribution of x = z·inv_t: dx_j = g_lp·([j == t] − p_j) − g_h·p_j·(x_j − lse + H),
+// p_j = exp(x_j − lse), then ·inv_t and ·(1 − (z_j/cap)²) through the cap (inv_cap 0: no cap; inv_t 1: no
+// temperature; both factors are then exactly 1). t < 0: target elsewhere.
 void logprob_row_backward(float* z, int64_t vc, float lse, float h_minus_lse, float g_lp, float g_h, int64_t t,
-                          float inv_cap) {
+                          float inv_cap, float inv_t = 1.f) {
   const float u_t = t >= 0 ? z[t] * inv_cap : 0.f;  // read before z is overwritten
 #pragma omp simd
   for (int64_t j = 0; j < vc; ++j) {
-    const float p = vec::exp(z[j] - lse), u = z[j] * inv_cap;
-    z[j] = -p * (g_lp + g_h * (z[j] + h_minus_lse)) * (1.f - u * u);
+    const float x = z[j] * inv_t, p = vec::exp(x - lse), u = z[j] * inv_cap;
+    z[j] = -p * (g_lp + g_h * (x + h_minus_lse)) * inv_t * (1.f - u * u);
   }
-  if (t >= 0) z[t] += g_lp * (1.f - u_t * u_t);
+  if (t >= 0) z[t] += g_lp * inv_t * (1.f - u_t * u_t);
 }
-
 
 // One token of a row under the sampler's processing: its processed logit z / T and its id.
 struct RankedToken {
@@ -147,15 +147,24 @@ void processed_forward(const ChunkedHead& hd, const int32_t* tg, int ignore, con
   std::vector<float> run_max(n, -std::numeric_limits<float>::infinity()), run_sum(n, 0.f), shifted(n, 0.f),
       target(n, 0.f);
   std::vector<std::vector<RankedToken>> cand(static_cast<size_t>(n));  // top-k: a heap, worst first
-  // Pass 1: the full processed distribution's sums, the target's logit, and with top-k each row's k best.
+  // Pass 1: the target's processed logit; with top-k each row's k best (a heap), else the full processed row's
+  // sums (vectorised, over a scaled copy of the chunk): its entropy and lse, or with top-p alone the floor of
+  // pass 2's candidates.
   chunked_head_forward(hd, [&](int64_t i, int64_t v0, int64_t vc, const float* z) {
     if (tg[i] == ignore) return;
+    if (tg[i] >= v0 && tg[i] < v0 + vc) target[i] = z[tg[i] - v0] / temp;
+    if (k == 0) {
+      std::vector<float> x(z, z + vc);
+      for (float& a : x) a /= temp;  // a division, as the sampler's: the same floats
+      if (truncate)
+        row_logsumexp_update(x.data(), vc, &run_max[i], &run_sum[i]);
+      else
+        row_entropy_update(x.data(), vc, &run_max[i], &run_sum[i], &shifted[i]);
+      return;
+    }
     std::vector<RankedToken>& c = cand[static_cast<size_t>(i)];
     for (int64_t j = 0; j < vc; ++j) {
-      const float x = z[j] / temp;  // a division, as the sampler's: the same float
-      online_update(x, &run_max[i], &run_sum[i], &shifted[i]);
-      if (k == 0) continue;
-      const RankedToken t{x, static_cast<int32_t>(v0 + j)};
+      const RankedToken t{z[j] / temp, static_cast<int32_t>(v0 + j)};
       if (c.size() < k) {
         c.push_back(t);
         std::push_heap(c.begin(), c.end(), ranks_before);
@@ -165,7 +174,6 @@ void processed_forward(const ChunkedHead& hd, const int32_t* tg, int ignore, con
         std::push_heap(c.begin(), c.end(), ranks_before);
       }
     }
-    if (tg[i] >= v0 && tg[i] < v0 + vc) target[i] = z[tg[i] - v0] / temp;
   });
   std::vector<double> total(static_cast<size_t>(n), 0.0);  // the survivors' mass, relative to the row max
   if (truncate && k == 0) {
@@ -260,7 +268,7 @@ TokenLogprobs linear_token_logprobs(const Tensor& hidden_in, const Tensor& weigh
                   pr.temperature);
   LATHE_CHECK_ARG(pr.top_k >= 0, "[", op, "] top_k must be >= 0 (0: off), got ", pr.top_k);
   LATHE_CHECK_ARG(pr.top_p > 0.f && pr.top_p <= 1.f, "[", op, "] top_p must be in (0, 1], got ", pr.top_p);
-  const bool processed = !pr.is_identity(v);
+  const bool processed = !pr.is_identity(v), truncated = pr.truncates(v);
   Tensor out = ent ? Tensor::empty({2, n}) : Tensor::empty({n});  // row 0 log-probs, row 1 entropy
   Tensor lse = Tensor::empty({n});                                 // [N], kept for backward
   float *lp = out.data<float>(), *hp = ent ? lp + n : nullptr, *lsep = lse.data<float>();
@@ -303,11 +311,12 @@ TokenLogprobs linear_token_logprobs(const Tensor& hidden_in, const Tensor& weigh
           return;
         }
         const int64_t col = t[i] >= v0 && t[i] < v0 + vc ? t[i] - v0 : -1;  // target column, if here
-        if (processed)
+        if (processed && truncated)
           processed_row_backward(z, v0, vc, lsp[i], ent ? hs[i] - lsp[i] : 0.f, gl[i], ent ? gh[i] : 0.f, col,
                                  inv_cap, temp, (*kept)[static_cast<size_t>(i)]);
-        else
-          logprob_row_backward(z, vc, lsp[i], ent ? hs[i] - lsp[i] : 0.f, gl[i], ent ? gh[i] : 0.f, col, inv_cap);
+        else  // the model's distribution, or at a temperature alone (no kept set to test)
+          logprob_row_backward(z, vc, lsp[i], ent ? hs[i] - lsp[i] : 0.f, gl[i], ent ? gh[i] : 0.f, col, inv_cap,
+                               1.f / temp);
       };
       Tensor dh, dw;
       chunked_head_backward(hd, row, want_h, want_w, &dh, &dw);
