@@ -5,6 +5,7 @@
 // PEFT adapter; a recipe without rewards is refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -32,8 +33,12 @@ TEST(GrpoCli, TrainsWithInProcessRolloutsAndWritesAnAdapter) {
   EXPECT_NE(out.find(" reward "), std::string::npos) << out;
   const std::string run = dir + "/run";
   for (const char* k : {"rewards/has_number", "rewards/calories", "rewards/mean", "frac_reward_zero_std",
-                        "completions/mean_length", "entropy", "pg_clipfrac", "advantage/abs_mean"})
+                        "completions/mean_length", "entropy", "pg_clipfrac", "advantage/abs_mean", "time/rollout_s",
+                        "step_s"})
     EXPECT_EQ(step_metric(run, k).size(), 4u) << k;
+  for (double t : step_metric(run, "time/rollout_s")) EXPECT_GT(t, 0);
+  for (double t : step_metric(run, "time/reference_s")) EXPECT_EQ(t, 0);  // beta 0: no reference forward
+  for (double d : step_metric(run, "dynamic_sampling/dropped_groups")) EXPECT_TRUE(std::isnan(d));  // off: null
   for (double lag : step_metric(run, "policy_version/lag")) EXPECT_EQ(lag, 0);
   for (double d : step_metric(run, "sampler_trainer/logp_diff_max")) EXPECT_LT(d, 1e-3);
   EXPECT_TRUE(std::filesystem::exists(run + "/adapter/adapter_model.safetensors"));
@@ -61,6 +66,42 @@ TEST(GrpoCli, ResumesExactlyFromACheckpoint) {
     EXPECT_EQ(a.size(), 6u) << k;
     EXPECT_EQ(a, b) << k;
   }
+}
+
+// SIGKILL mid-run, then --resume: the resumed run logs the uninterrupted run's losses, rewards, completion
+// lengths, dynamic-sampling counts and policy versions step for step (weights, weight version, data cursor and
+// the sampler's seeds, which derive from the prompt numbers, all restored), with DAPO dynamic sampling on.
+TEST(GrpoCli, SigkillAndResumeReproducesTheUninterruptedRun) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("grpo_cli_kill"));
+  const int steps = 40;  // a step is a fraction of a second: the kill lands mid-run
+  const auto args = [&](const std::string& run) {
+    return "grpo recipes/grpo/tiny.yaml grpo.tokenizer=" + dir + "/tokenizer run.dir=" + dir + "/" + run +
+           " run.threads=2 schedule.steps=" + std::to_string(steps) +
+           " checkpoint.every=5 checkpoint.keep=2 grpo.dynamic_sampling=true grpo.max_resample_rounds=2";
+  };
+  auto [rc, out] = testing::run_lathe(args("full"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto want = testing::loss_lines(dir + "/full");
+  ASSERT_EQ(want.size(), static_cast<size_t>(steps));
+
+  const pid_t pid = testing::spawn_lathe_logged(args("killed"), dir + "/killed.log");
+  ASSERT_GT(pid, 0);
+  testing::wait_for_file(dir + "/killed/checkpoints/step_00000010/DONE");
+  ASSERT_TRUE(testing::kill_and_reap(pid)) << "the run finished before it could be killed";
+  const size_t before = testing::loss_lines(dir + "/killed").size();
+  EXPECT_LT(before, static_cast<size_t>(steps));
+  std::tie(rc, out) = testing::run_lathe(args("killed") + " --resume");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  EXPECT_EQ(testing::loss_lines(dir + "/killed"), want) << "killed at step ~" << before;
+  for (const char* k : {"rewards/mean", "rewards/has_number", "completions/mean_length", "policy_version/min",
+                        "dynamic_sampling/dropped_groups", "dynamic_sampling/refill_rounds"}) {
+    const std::vector<double> a = step_metric(dir + "/full", k), b = step_metric(dir + "/killed", k);
+    EXPECT_EQ(a.size(), static_cast<size_t>(steps)) << k;
+    EXPECT_EQ(a, b) << k;
+  }
+  const std::vector<double> versions = step_metric(dir + "/killed", "policy_version/min");
+  for (size_t i = 0; i < versions.size(); ++i) EXPECT_EQ(versions[i], static_cast<double>(i)) << "step " << i + 1;
 }
 
 TEST(GrpoCli, RefusesARecipeWithoutRewards) {

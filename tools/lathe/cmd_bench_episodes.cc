@@ -65,8 +65,8 @@ int cmd_bench_episodes(int argc, char** argv) {
     rollout::EpisodeRolloutOptions o{.max_completion_length = budget, .max_turns = turns, .workers = episodes,
                                      .seed = 1};
     o.sampling.ignore_eos = true;
-    rollout::EpisodeRollout src(prompts, {"none"}, [](int64_t, const posttrain::Trajectory&) {
-      return std::vector<double>{0};
+    rollout::EpisodeRollout src(prompts, {"none"}, [](int64_t, std::span<const posttrain::Trajectory> group) {
+      return std::vector<std::vector<double>>(group.size(), std::vector<double>{0});
     }, rollout::make_environment(env), codec, o);
     src.generate(*model, 0, episodes / group, group);
     return src.last_stats();

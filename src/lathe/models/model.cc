@@ -382,12 +382,13 @@ Tensor Model::loss(const ForwardBatch& batch, const Tensor& targets, const Forwa
 }
 
 TokenLogprobs Model::token_logprobs(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o,
-                                    bool want_entropy) const {
+                                    bool want_entropy, const LogprobProcessing& processing) const {
   const Tensor h = head_input(batch, targets, o, "[token_logprobs]");  // [M, C]
   LinearTokenLogprobsOptions lo;
   lo.ignore_index = -100;
   lo.final_softcap = cfg_.final_softcap;
   lo.want_entropy = want_entropy;
+  lo.processing = processing;
   return linear_token_logprobs(h, linear_weight(w_.lm_head, o), targets.contiguous(), lo);
 }
 

@@ -95,9 +95,10 @@ class Model {
   Tensor loss(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {}) const;
   // Per-token log-probabilities of targets [M] (int32; -100 = ignored: 0) under the output rows'
   // distributions, and with want_entropy each row's entropy, fused with the head (linear_token_logprobs:
-  // no [M, V] tensor) -> {logprobs [M], entropy [M]}. The post-training losses start from these.
+  // no [M, V] tensor) -> {logprobs [M], entropy [M]}. The post-training losses start from these. `processing`:
+  // the sampler's temperature / top-k / top-p, replayed after the soft-cap (GRPO's ratios; ops/logprob.h).
   TokenLogprobs token_logprobs(const ForwardBatch& batch, const Tensor& targets, const ForwardOptions& o = {},
-                               bool want_entropy = false) const;
+                               bool want_entropy = false, const LogprobProcessing& processing = {}) const;
 
   // Conveniences over ForwardBatch::rows(ids), ids int32 [B, T]: logits [B, T, V]; and the mean
   // next-token cross-entropy over all B*(T-1) shifted positions (labels = ids) -> [1].

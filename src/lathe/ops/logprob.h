@@ -14,6 +14,21 @@ namespace lathe {
 // softmax(logits[i])), softmax recomputed in backward from the saved logits and lse [N].
 Tensor token_logprobs(const Tensor& logits, const Tensor& ids);
 
+// The sampler's processing of each row's distribution (infer/logit_filters.h, after the final soft-cap):
+// z / temperature, then top-k (the k best-ranked tokens: larger z first, lower id first), then top-p over the
+// survivors (the smallest best-ranked set whose mass reaches top_p of theirs). Log-probs and entropy are then
+// of the renormalised distribution over the kept tokens, the one the sampler drew from, so a trainer replays
+// the sampler's log-probs exactly up to kernel differences (specs/posttrain.md §5.6, trl#6789). A target
+// outside its row's kept set (the sampler ranked the boundary differently) joins it, so its log-prob stays
+// finite. For the gradient the kept set is a constant (it only moves where two logits cross).
+struct LogprobProcessing {
+  float temperature = 1.f;  // > 0
+  int64_t top_k = 0;        // >= 0; 0 or >= V: off
+  float top_p = 1.f;        // (0, 1]; 1: off
+  bool truncates(int64_t v) const { return (top_k > 0 && top_k < v) || top_p < 1.f; }
+  bool is_identity(int64_t v) const { return temperature == 1.f && !truncates(v); }
+};
+
 struct LinearTokenLogprobsOptions {
   int ignore_index = -100;    // rows with this target (prompt, padding): log-prob 0, entropy 0, no gradient
   float final_softcap = 0.f;  // > 0: z = cap·tanh(logits / cap) before the softmax (Gemma 2); 0: off
@@ -22,6 +37,7 @@ struct LinearTokenLogprobsOptions {
   // As LinearCrossEntropyOptions: all chunk logits are kept for the backward when they fit in this many
   // bytes (saving one head GEMM); above it they are recomputed. 0: always recompute.
   int64_t keep_logits_bytes = int64_t{256} << 20;
+  LogprobProcessing processing;  // the sampler's temperature / top-k / top-p (default: the model's distribution)
 };
 
 struct TokenLogprobs {
@@ -35,7 +51,9 @@ struct TokenLogprobs {
 // bf16_compute_weight copy; f16 with an f32 hidden); targets [N] i32 in [0, V) or == ignore_index (else InvalidArgument).
 // Differentiable in hidden and weight through both outputs: one backward walk over the chunks with
 // dz_ij = g_i·([j == t_i] − p_ij) − gH_i·p_ij·(log p_ij + H_i), times 1 − (z_ij/cap)² under a cap.
-// Deterministic for a given thread count.
+// With a processing other than the identity, z / T replaces z over the kept set K_i of each row (p_ij = 0 off
+// it; dz_ij gains the factor 1/T). A top-p without top-k walks the head twice (the second pass gathers the
+// candidates: tokens with p >= (1 − top_p)/V, which hold every nucleus). Deterministic for a given thread count.
 TokenLogprobs linear_token_logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                                     const LinearTokenLogprobsOptions& options = {});
 

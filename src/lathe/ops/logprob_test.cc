@@ -176,6 +176,71 @@ TEST(LinearTokenLogprobs, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The sampler's processed distribution (temperature, top-k, top-p over the survivors; LogprobProcessing) against
+// the double reference on the same f32 logits (the unfused head, soft-capped): the head's f32 logits are the
+// ones both see, so only the log-sum-exp rounding is left: 1e-5·(1 + |r|). Targets include tokens outside the
+// kept set (they join it) and every chunking, with and without the second pass of top-p alone.
+TEST(LinearTokenLogprobs, ProcessedMatchesTheSamplersDistribution) {
+  const int64_t n = 12, c = 8, v = 61;
+  Tensor h = random_tensor({n, c}, 11, 1.5f), w = random_tensor({v, c}, 12);
+  std::vector<int32_t> t = random_targets(n, v, 13);
+  t[4] = -100;
+  for (float cap : {0.f, 4.f}) {
+    const Tensor logits = cap > 0.f ? softcap(linear(h, w), cap) : linear(h, w);
+    const std::vector<float> zf = logits.to_vector();
+    // Each row's best token as the target of row 0 (always kept), the rest random (often cut by top-k / top-p).
+    t[0] = static_cast<int32_t>(std::max_element(zf.begin(), zf.begin() + v) - zf.begin());
+    const Tensor targets = Tensor::from_data_i32({n}, t);
+    for (const LogprobProcessing pr : {LogprobProcessing{.temperature = 0.7f}, LogprobProcessing{.top_k = 5},
+                                       LogprobProcessing{.temperature = 1.3f, .top_p = 0.8f},
+                                       LogprobProcessing{.temperature = 0.6f, .top_k = 9, .top_p = 0.75f},
+                                       LogprobProcessing{.temperature = 2.f, .top_k = 200, .top_p = 0.3f}}) {
+      for (int64_t chunk : {int64_t{7}, int64_t{16}, int64_t{61}}) {
+        const TokenLogprobs out = linear_token_logprobs(
+            h, w, targets, {.final_softcap = cap, .want_entropy = true, .chunk_size = chunk, .processing = pr});
+        const std::vector<float> lp = out.logprobs.to_vector(), ent = out.entropy.to_vector();
+        const std::string where = "T " + std::to_string(pr.temperature) + " k " + std::to_string(pr.top_k) + " p " +
+                                  std::to_string(pr.top_p) + " cap " + std::to_string(cap) + " chunk " +
+                                  std::to_string(chunk);
+        for (int64_t i = 0; i < n; ++i) {
+          if (t[i] == -100) {
+            EXPECT_EQ(lp[i], 0.f) << where;
+            continue;
+          }
+          std::vector<double> z(zf.begin() + i * v, zf.begin() + (i + 1) * v);
+          double rlp = 0, rent = 0;
+          ref::processed_token_logprob(z.data(), v, t[i], pr.temperature, pr.top_k, pr.top_p, &rlp, &rent);
+          EXPECT_NEAR(lp[i], rlp, 1e-5 * (1 + std::fabs(rlp))) << where << " @" << i;
+          EXPECT_NEAR(ent[i], rent, 1e-5 * (1 + rent)) << where << " @" << i;
+        }
+      }
+    }
+  }
+}
+
+// The kept set is constant for the gradient, so the processed outputs are smooth away from ties: central
+// differences with eps 1e-3 (a perturbation of the logits far below their gaps here), bound 1e-3 as above.
+TEST(LinearTokenLogprobs, ProcessedGradientsMatchFiniteDifferences) {
+  const Tensor targets = Tensor::from_data_i32({4}, {3, -100, 0, 10});
+  for (const LogprobProcessing pr : {LogprobProcessing{.temperature = 0.7f},
+                                     LogprobProcessing{.temperature = 1.5f, .top_k = 4, .top_p = 0.9f},
+                                     LogprobProcessing{.top_p = 0.7f}}) {
+    for (float cap : {0.f, 2.f}) {
+      std::vector<Tensor> in = {random_tensor({4, 5}, 1).set_requires_grad(),
+                                random_tensor({11, 5}, 2).set_requires_grad()};
+      auto r = gradcheck(
+          [&](const std::vector<Tensor>& x) {
+            TokenLogprobs o = linear_token_logprobs(
+                x[0], x[1], targets, {.final_softcap = cap, .want_entropy = true, .chunk_size = 4, .processing = pr});
+            return add(o.logprobs, scale(o.entropy, 0.5f));
+          },
+          in, 1e-3f);
+      EXPECT_LT(r.max_rel_err, 1e-3) << "T " << pr.temperature << " k " << pr.top_k << " p " << pr.top_p << " cap "
+                                     << cap << "\n" << r.report;
+    }
+  }
+}
+
 TEST(LinearTokenLogprobs, IsDeterministicAndKeepingLogitsChangesNothing) {
   Tensor h = random_tensor({40, 24}, 1), w = random_tensor({3001, 24}, 2);
   const Tensor t = Tensor::from_data_i32({40}, random_targets(40, 3001, 3));
@@ -231,6 +296,9 @@ TEST(LinearTokenLogprobs, RejectsBadArguments) {
   EXPECT_THROW(linear_token_logprobs(h, Tensor::zeros({6, 5}), ok), InvalidArgument);
   EXPECT_THROW(linear_token_logprobs(h, w, ok, {.chunk_size = 0}), InvalidArgument);
   EXPECT_THROW(linear_token_logprobs(h, w, ok, {.final_softcap = -1.f}), InvalidArgument);
+  EXPECT_THROW(linear_token_logprobs(h, w, ok, {.processing = {.temperature = 0.f}}), InvalidArgument);
+  EXPECT_THROW(linear_token_logprobs(h, w, ok, {.processing = {.top_k = -1}}), InvalidArgument);
+  EXPECT_THROW(linear_token_logprobs(h, w, ok, {.processing = {.top_p = 0.f}}), InvalidArgument);
   EXPECT_THROW(linear_token_logprobs(h.to(DType::kBF16), w, ok), InvalidArgument);  // bf16 hidden, f32 weight
   Tensor leaf = w.to(DType::kBF16).set_requires_grad();  // a bf16 leaf cannot hold a gradient
   EXPECT_THROW(linear_token_logprobs(h, leaf, ok), InvalidArgument);

@@ -1,11 +1,14 @@
 #include "lathe/posttrain/grpo_objective.h"
 
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <cmath>
 #include <limits>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
+#include "lathe/posttrain/grpo_dynamic_sampling.h"
 #include "lathe/train/pretrain_objective.h"
 
 namespace lathe::posttrain {
@@ -15,10 +18,11 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 // The policy's (or reference's) log-probs of a micro-batch's completion tokens, no grad -> [N].
-std::vector<float> no_grad_logps(const Model& m, const GrpoBatch& b, const ForwardOptions& o) {
+std::vector<float> no_grad_logps(const Model& m, const GrpoBatch& b, const ForwardOptions& o,
+                                 const LogprobProcessing& processing) {
   NoGradGuard ng;
   const Tensor targets = Tensor::from_data_i32({b.n_tokens()}, b.targets);
-  return m.token_logprobs(b.forward_batch(), targets, o).logprobs.to_vector();
+  return m.token_logprobs(b.forward_batch(), targets, o, false, processing).logprobs.to_vector();
 }
 
 // The metrics after the generation metrics: names of the loss's and the versions' (order fixed).
@@ -30,7 +34,20 @@ const char* const kGenerationMetricNames[] = {
     "rewards/mean", "rewards/std", "rewards/min", "rewards/max", "frac_reward_zero_std", "advantage/abs_mean",
     "advantage/nonzero_frac", "sampler_trainer/logp_diff_mean", "sampler_trainer/logp_diff_max",
     "sampler_trainer/prob_diff_mean", "sampler_trainer/probs_pearson_corr", "sampler_is/weight_mean",
-    "sampler_is/weight_max", "sampler_is/weight_min", "sampler_is/frac_clipped"};
+    "sampler_is/weight_max", "sampler_is/weight_min", "sampler_is/frac_clipped",
+    // DAPO dynamic sampling, per generation batch on this rank (null when off): groups dropped (no reward
+    // variance), extra rounds sampled, dropped groups put back when max_resample_rounds ran out.
+    "dynamic_sampling/dropped_groups", "dynamic_sampling/refill_rounds", "dynamic_sampling/kept_zero_std_groups"};
+// Seconds of a generation batch (logged on the step that samples it; null on the others): sampling and scoring
+// the completions, the π_old and the π_ref forwards. The step's own wall time is the loop's step_s.
+const char* const kTimeMetricNames[] = {"time/rollout_s", "time/old_logps_s", "time/reference_s"};
+
+// The first prompt number of dynamic sampling's refill rounds: far above any batch's own prompt numbers.
+constexpr int64_t kRefillPrompts = int64_t{1} << 40;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -59,6 +76,12 @@ GrpoObjective::GrpoObjective(GrpoOptions opts, std::unique_ptr<RolloutSource> so
                   "grpo.reward_weights has ", opts_.advantage.reward_weights.size() - (opts_.overlong_buffer > 0),
                   " weights for ", reward_names_.size() - (opts_.overlong_buffer > 0), " reward functions");
   mean_sequence_tokens_ = static_cast<double>(source_->max_prompt_tokens() + opts_.max_completion_length);
+  // Every log-prob (π_θ, π_old, π_ref) is of the sampler's processed distribution (specs §5.6); temperature 0
+  // (greedy) has none: the model's own distribution.
+  if (opts_.temperature > 0)
+    processing_ = {.temperature = static_cast<float>(opts_.temperature),
+                   .top_k = opts_.top_k,
+                   .top_p = static_cast<float>(opts_.top_p)};
 }
 
 GrpoObjective::~GrpoObjective() = default;
@@ -67,6 +90,7 @@ std::vector<std::string> GrpoObjective::metric_names() const {
   std::vector<std::string> names;
   for (const std::string& n : reward_names_) names.push_back("rewards/" + n);
   for (const char* n : kGenerationMetricNames) names.emplace_back(n);
+  for (const char* n : kTimeMetricNames) names.emplace_back(n);
   for (const char* n : kLossMetricNames) names.emplace_back(n);
   return names;
 }
@@ -115,18 +139,42 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
   const int64_t g = opts_.num_generations, spg = opts_.steps_per_generation;
   const int64_t local_gen = opts_.generation_batch() / world_, local_b = opts_.batch_size / world_;
   const int64_t prompts = local_gen / g;
-  std::vector<Trajectory> trs =
-      source_->generate(model, cycle * (opts_.generation_batch() / g) + rank_ * prompts, prompts, g);
-  LATHE_CHECK_ARG(static_cast<int64_t>(trs.size()) == local_gen, "[grpo] the rollout source returned ", trs.size(),
-                  " trajectories for ", prompts, " prompts x ", g, " completions");
   const size_t n_fn = reward_names_.size() - (opts_.overlong_buffer > 0);
+  // One round of sampling: n prompts numbered from `first`, checked, with DAPO's overlong punishment added.
+  const auto sample = [&](int64_t first, int64_t n) {
+    std::vector<Trajectory> trs = source_->generate(model, first, n, g);
+    LATHE_CHECK_ARG(static_cast<int64_t>(trs.size()) == n * g, "[grpo] the rollout source returned ", trs.size(),
+                    " trajectories for ", n, " prompts x ", g, " completions");
+    for (Trajectory& t : trs) {
+      LATHE_CHECK_ARG(t.rewards.size() == n_fn, "[grpo] a trajectory has ", t.rewards.size(), " rewards for ", n_fn,
+                      " reward functions");
+      if (opts_.overlong_buffer > 0)
+        t.rewards.push_back(soft_overlong_punishment(static_cast<int64_t>(t.completion.size()),
+                                                     opts_.max_completion_length, opts_.overlong_buffer));
+    }
+    return trs;
+  };
+  const auto t_rollout = std::chrono::steady_clock::now();
+  const int64_t first = cycle * (opts_.generation_batch() / g) + rank_ * prompts;
+  std::vector<Trajectory> trs;
+  GrpoDynamicSamplingStats ds;
+  if (!opts_.dynamic_sampling) {
+    trs = sample(first, prompts);
+  } else {
+    // Refill prompts are numbered apart from the batches' own (from kRefillPrompts), by (cycle, round, rank)
+    // alone: a resumed run asks for the same ones and, with the same weights and seeds, samples the same groups.
+    const int64_t per_cycle = opts_.generation_batch() / g;  // prompts of a cycle, all ranks
+    trs = grpo_dynamic_sample(prompts, g, opts_.max_resample_rounds, opts_.advantage,
+                              [&](int64_t round, int64_t n) {
+                                if (round == 0) return sample(first, n);
+                                const int64_t r = cycle * opts_.max_resample_rounds + (round - 1);
+                                return sample(kRefillPrompts + r * per_cycle + rank_ * prompts, n);
+                              },
+                              &ds);
+  }
+  const double rollout_s = seconds_since(t_rollout);
   bool any_rollout = false, all_rollout = true;
-  for (Trajectory& t : trs) {
-    LATHE_CHECK_ARG(t.rewards.size() == n_fn, "[grpo] a trajectory has ", t.rewards.size(), " rewards for ", n_fn,
-                    " reward functions");
-    if (opts_.overlong_buffer > 0)
-      t.rewards.push_back(soft_overlong_punishment(static_cast<int64_t>(t.completion.size()),
-                                                   opts_.max_completion_length, opts_.overlong_buffer));
+  for (const Trajectory& t : trs) {
     const bool has = !t.rollout_logps.empty();
     LATHE_CHECK_ARG(!has || t.rollout_logps.size() == t.completion.size(), "[grpo] a trajectory has ",
                     t.rollout_logps.size(), " rollout log-probs for ", t.completion.size(), " completion tokens");
@@ -146,6 +194,7 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
   chunks_.assign(static_cast<size_t>(spg), {});
   std::vector<double> step_tokens(static_cast<size_t>(spg), 0.0);  // trained tokens of each chunk, then all ranks
   double seq_tokens = 0;
+  double old_s = 0, ref_s = 0;  // seconds in the π_old and π_ref forwards
   // The generation batch's mismatch statistics from its chunks': means weighted by tokens, max of maxima,
   // min of minima (the Pearson correlation: the chunks' token-weighted mean, an approximation).
   GrpoMismatch mm;
@@ -173,13 +222,17 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
     if (opts_.use_rollout_logps) {
       c.old_logps = rollout;
     } else if (!opts_.on_policy() || all_rollout) {
-      c.old_logps = no_grad_logps(model, c.batch, no_grad_forward_);
+      const auto t0 = std::chrono::steady_clock::now();
+      c.old_logps = no_grad_logps(model, c.batch, no_grad_forward_, processing_);
+      old_s += seconds_since(t0);
       ++old_logp_forwards_;
     }
     if (opts_.loss.beta > 0) {
+      const auto t0 = std::chrono::steady_clock::now();
       ForwardOptions ro = no_grad_forward_;
       ro.lora = false;  // the base when the policy is base + adapter; a separate reference has no adapter
-      c.ref_logps = no_grad_logps(ref_model_ ? *ref_model_ : model, c.batch, ro);
+      c.ref_logps = no_grad_logps(ref_model_ ? *ref_model_ : model, c.batch, ro, processing_);
+      ref_s += seconds_since(t0);
       ++reference_forwards_;
     }
     if (all_rollout) {
@@ -215,10 +268,19 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
                        adv.advantage_abs_mean, adv.advantage_nonzero_frac, mean(mm.logp_diff_mean),
                        have ? mm.logp_diff_max : kNan, mean(mm.prob_diff_mean), mean(mm.probs_pearson_corr),
                        mean(mm.weight_mean), have ? mm.weight_max : kNan, have ? mm.weight_min : kNan,
-                       mean(mm.frac_clipped)};
+                       mean(mm.frac_clipped),
+                       opts_.dynamic_sampling ? static_cast<double>(ds.dropped_groups) : kNan,
+                       opts_.dynamic_sampling ? static_cast<double>(ds.refill_rounds) : kNan,
+                       opts_.dynamic_sampling ? static_cast<double>(ds.kept_zero_std_groups) : kNan};
   static_assert(std::size(gv) == std::size(kGenerationMetricNames));
   for (size_t i = 0; i < std::size(gv); ++i) gm.emplace_back(kGenerationMetricNames[i], gv[i]);
   for (GrpoMicroBatch& c : chunks_) c.generation_metrics = gm;
+  // The cycle's times, reported once: with the first micro-batch trained on it (NaN, weight 0, on the others).
+  for (GrpoMicroBatch& c : chunks_)
+    for (const char* n : kTimeMetricNames) c.generation_metrics.emplace_back(n, kNan);
+  const double times[] = {rollout_s, old_s, ref_s};
+  static_assert(std::size(times) == std::size(kTimeMetricNames));
+  pending_times_.assign(std::begin(times), std::end(times));
 }
 
 GrpoMicroBatch GrpoObjective::next_batch(const Model& model) {
@@ -227,13 +289,19 @@ GrpoMicroBatch GrpoObjective::next_batch(const Model& model) {
   const int64_t cycle = micro / per_cycle;
   if (cycle != cycle_) generate(model, cycle);
   position_ += opts_.batch_size;
-  return chunks_[static_cast<size_t>(micro % per_cycle % opts_.steps_per_generation)];
+  GrpoMicroBatch b = chunks_[static_cast<size_t>(micro % per_cycle % opts_.steps_per_generation)];
+  if (!pending_times_.empty()) {  // the first micro-batch since the cycle was sampled reports its times
+    const size_t at = b.generation_metrics.size() - std::size(kTimeMetricNames);
+    for (size_t i = 0; i < pending_times_.size(); ++i) b.generation_metrics[at + i].second = pending_times_[i];
+    pending_times_.clear();
+  }
+  return b;
 }
 
 train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b) {
   const ForwardOptions o = train::micro_batch_forward(forward_, position_, world_, rank_);
   const Tensor targets = Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets);
-  const TokenLogprobs lp = model.token_logprobs(b.batch.forward_batch(), targets, o, /*want_entropy=*/true);
+  const TokenLogprobs lp = model.token_logprobs(b.batch.forward_batch(), targets, o, /*want_entropy=*/true, processing_);
   std::vector<float> live;
   if (b.old_logps.empty()) live = lp.logprobs.to_vector();  // on-policy: π_old = sg[π_θ]
   const std::vector<float> entropy = lp.entropy.to_vector();

@@ -9,9 +9,12 @@
 //   π_ref log-probs  a no-grad forward of the reference (the adapter off, or a frozen copy); none when β = 0
 //   mismatch         weights and diagnostics from π_old vs the sampler's log-probs (grpo_mismatch.h)
 //   dapo tokens      each optimizer step's trained-token count over all its micro-batches and ranks
+// With grpo.dynamic_sampling (DAPO), groups without reward variance are dropped and refilled from extra
+// sampling rounds (grpo_dynamic_sampling.h) before any of this.
 // Micro-batch j of a generation cycle trains chunk j mod steps_per_generation of it (TRL's buffer), so μ > 1
 // passes over the same completions with the same π_old. The loss is grpo_loss (grpo_loss.h) on the policy's
-// fused-head log-probs of the completion tokens only (ForwardBatch::output_rows).
+// fused-head log-probs of the completion tokens only (ForwardBatch::output_rows), of the distribution the sampler
+// drew from: grpo.temperature, top_k and top_p replayed on the logits (ops/logprob.h LogprobProcessing).
 // The data position counts completions trained (all ranks). A run resumed inside a generation cycle
 // regenerates that cycle with the resumed weights (its completions differ from the interrupted run's); a
 // checkpoint at a cycle boundary resumes exactly.
@@ -97,11 +100,13 @@ class GrpoObjective final : public train::Objective {
   int world_ = 1, rank_ = 0;
   dist::Communicator* comm_ = nullptr;
   ForwardOptions forward_, no_grad_forward_;
+  LogprobProcessing processing_;  // the sampler's temperature / top-k / top-p, replayed by every log-prob
   std::unique_ptr<Model> ref_model_;  // a frozen copy (no LoRA, or grpo.ref_model); null otherwise
   int64_t position_ = 0;              // global completions trained
   int64_t cycle_ = -1;                // the generation cycle in chunks_ (-1: none)
   std::vector<GrpoMicroBatch> chunks_;  // [steps_per_generation] this rank's generation batch
   double mean_sequence_tokens_ = 0;
+  std::vector<double> pending_times_;  // the last generation's time/* metrics, until a micro-batch reports them
   int64_t generations_ = 0, old_logp_forwards_ = 0, reference_forwards_ = 0;
 };
 

@@ -61,12 +61,13 @@ class FixtureSource final : public RolloutSource {
     std::vector<Trajectory> out;
     for (int64_t p = first_prompt; p < first_prompt + n_prompts; ++p)
       for (Trajectory t : group_) {
-        t.rewards[0] += static_cast<double>(p);
+        t.rewards[0] = odd_prompts_flat && p % 2 == 1 ? 1.0 : t.rewards[0] + static_cast<double>(p % 1000);
         t.weight_version = policy.weight_version();
         out.push_back(t);
       }
     return out;
   }
+  bool odd_prompts_flat = false;  // odd prompt numbers: every completion gets reward 1 (no variance)
   std::shared_ptr<std::vector<int64_t>> calls = std::make_shared<std::vector<int64_t>>();
   std::shared_ptr<std::vector<double>> best_logp = std::make_shared<std::vector<double>>();
   std::vector<Trajectory> group_;
@@ -322,6 +323,37 @@ grpo: )" + grpo + "\n",
                              overrides);
 }
 
+// DAPO dynamic sampling: of prompts 0 and 1, prompt 1's group has one reward (dropped) and is refilled from a
+// prompt numbered apart (2^40, even: it varies); the micro-batch trains prompts 0 and 2^40, and the metrics count
+// one dropped group and one extra round. Without rounds the dropped group is put back.
+TEST(GrpoObjective, DynamicSamplingRefillsGroupsWithoutVariance) {
+  const json ref = testing::posttrain_reference().at("grpo");
+  GrpoOptions o = fixture_options(ref);
+  o.batch_size = 8;
+  o.dynamic_sampling = true;
+  for (int64_t rounds : {2, 0}) {
+    o.max_resample_rounds = rounds;
+    auto src = std::make_unique<FixtureSource>(false);
+    src->odd_prompts_flat = true;
+    ObjectiveRun run(o, std::move(src));
+    const GrpoMicroBatch b = run.objective->next_batch(*run.policy.model);
+    const train::ObjectiveResult r = run.objective->loss(*run.policy.model, b);
+    const int64_t refill = int64_t{1} << 40;
+    EXPECT_EQ(*run.calls, rounds > 0 ? (std::vector<int64_t>{0, refill}) : (std::vector<int64_t>{0})) << rounds;
+    ASSERT_EQ(b.trajectories.size(), 8u);
+    double zero = 0;
+    for (size_t i = 4; i < 8; ++i) zero += std::fabs(b.advantages[i]);
+    if (rounds > 0)
+      EXPECT_GT(zero, 0) << "the refilled group has signal";
+    else
+      EXPECT_EQ(zero, 0) << "the put-back group has none";
+    EXPECT_EQ(testing::metric(r, "dynamic_sampling/dropped_groups"), 1);
+    EXPECT_EQ(testing::metric(r, "dynamic_sampling/refill_rounds"), rounds > 0 ? 1 : 0);
+    EXPECT_EQ(testing::metric(r, "dynamic_sampling/kept_zero_std_groups"), rounds > 0 ? 0 : 1);
+    EXPECT_GE(testing::metric(r, "time/rollout_s"), 0);
+  }
+}
+
 TEST(GrpoOptions, DefaultsAreTrlsAndWrittenIntoTheResolvedRecipe) {
   train::TrainConfig c = grpo_recipe("{}");
   const GrpoOptions o = grpo_options(c);
@@ -338,6 +370,8 @@ TEST(GrpoOptions, DefaultsAreTrlsAndWrittenIntoTheResolvedRecipe) {
   EXPECT_EQ(s.at("scale_rewards"), "group");
   EXPECT_EQ(s.at("importance_sampling_correction"), "none");
   EXPECT_EQ(s.at("max_completion_length"), 512);
+  EXPECT_EQ(s.at("dynamic_sampling"), false);
+  EXPECT_EQ(s.at("max_resample_rounds"), 3);
 
   train::TrainConfig d = grpo_recipe(
       "{num_generations: 4, epsilon: 0.2, epsilon_high: 0.28, loss_type: grpo, beta: 0.04, kl_estimator: k1,"
@@ -373,6 +407,8 @@ TEST(GrpoOptions, BadValuesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of("{reward_weights: [a]}").find("grpo.reward_weights"), std::string::npos);
   EXPECT_NE(error_of("{temperature: -1}").find("grpo.temperature"), std::string::npos);
   EXPECT_NE(error_of("{top_p: 0}").find("grpo.top_p"), std::string::npos);
+  EXPECT_NE(error_of("{max_resample_rounds: -1}").find("grpo.max_resample_rounds"), std::string::npos);
+  EXPECT_NE(error_of("{dynamic_sampling: 2}").find("grpo.dynamic_sampling"), std::string::npos);
   EXPECT_NE(error_of("{rewards: []}").find("grpo.rewards"), std::string::npos);
   EXPECT_NE(error_of("{}", {"data.seq_len=128"}).find("grpo.max_completion_length"), std::string::npos);
   train::TrainConfig no_base = grpo_recipe("{beta: 0.04}");

@@ -90,6 +90,10 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   r.get("overlong_buffer", o.overlong_buffer);
   r.checked("overlong_buffer", o.overlong_buffer >= 0 && o.overlong_buffer <= o.max_completion_length,
             o.overlong_buffer, "must be in [0, max_completion_length] (0: off)");
+  r.get("dynamic_sampling", o.dynamic_sampling);
+  r.get("max_resample_rounds", o.max_resample_rounds);
+  r.checked("max_resample_rounds", o.max_resample_rounds >= 0, o.max_resample_rounds,
+            "must be >= 0 (extra sampling rounds to refill dropped groups)");
   r.get("ref_model", o.ref_model);
   o.train_data = c.train_data;
   o.tokenizer = c.model_base;
@@ -139,6 +143,8 @@ GrpoOptions grpo_options(train::TrainConfig& c) {
   s["importance_sampling_sequence"] = seq;
   s["use_rollout_log_probs"] = o.use_rollout_logps;
   s["overlong_buffer"] = o.overlong_buffer;
+  s["dynamic_sampling"] = o.dynamic_sampling;
+  s["max_resample_rounds"] = o.max_resample_rounds;
   s["max_prompt_length"] = o.max_prompt_length;
   s["temperature"] = o.temperature;
   s["top_p"] = o.top_p;

@@ -34,6 +34,8 @@ struct GrpoOptions {
   bool use_rollout_logps = false;       // grpo.use_rollout_log_probs: π_old = the sampler's log-probs
   int64_t overlong_buffer = 0;          // grpo.overlong_buffer: DAPO soft punishment over the last this many
                                         // tokens (an extra reward "overlong"); 0: off
+  bool dynamic_sampling = false;        // grpo.dynamic_sampling: DAPO, drop groups without reward variance, refill
+  int64_t max_resample_rounds = 3;      // grpo.max_resample_rounds: extra sampling rounds per generation batch
   // The rollout (read by `lathe grpo`'s rollout source, rollout/grpo_trainer.h):
   std::string train_data;               // data.train: prompt-only JSON Lines (+ an optional answer column)
   std::string tokenizer;                // grpo.tokenizer, else model.base

@@ -76,7 +76,8 @@ std::vector<posttrain::Trajectory> EngineRollout::generate(const Model& policy, 
     }
   }
   std::vector<posttrain::Trajectory> trs;
-  for (const auto& [id, p] : prompt_of)
+  for (const auto& [id, p] : prompt_of) {
+    const size_t first = trs.size();
     for (int g = 0; g < group_size; ++g) {
       Choice& c = choices[{id, g}];
       posttrain::Trajectory t;
@@ -85,11 +86,18 @@ std::vector<posttrain::Trajectory> EngineRollout::generate(const Model& policy, 
       t.rollout_logps = std::move(c.logps);
       t.truncated = c.truncated;
       t.weight_version = version;
-      t.rewards = rewards_(p % static_cast<int64_t>(prompts_.size()), t);
-      LATHE_CHECK_ARG(t.rewards.size() == reward_names_.size(), "[EngineRollout] the reward function returned ",
-                      t.rewards.size(), " values for ", reward_names_.size(), " reward names");
       trs.push_back(std::move(t));
     }
+    const std::span<const posttrain::Trajectory> group(trs.data() + first, static_cast<size_t>(group_size));
+    std::vector<std::vector<double>> r = rewards_(p % static_cast<int64_t>(prompts_.size()), group);
+    LATHE_CHECK_ARG(r.size() == static_cast<size_t>(group_size), "[EngineRollout] the reward function returned ",
+                    r.size(), " rows for a group of ", group_size);
+    for (size_t g = 0; g < r.size(); ++g) {
+      LATHE_CHECK_ARG(r[g].size() == reward_names_.size(), "[EngineRollout] the reward function returned ",
+                      r[g].size(), " values for ", reward_names_.size(), " reward names");
+      trs[first + g].rewards = std::move(r[g]);
+    }
+  }
   return trs;
 }
 

@@ -5,12 +5,13 @@
 // Model::weight_version() as it is when sampling. Prefix-cache blocks are salted with that version, so no block
 // computed with older weights is ever reused. The sampler returns the log-probs of the distribution it drew
 // from (logprobs_mode processed: temperature and top-k / top-p applied), the ones the trainer's ratio replays.
-// Rewards come from a caller's function of (prompt number, trajectory).
+// Rewards come from a caller's function of (prompt number, the prompt's group of trajectories).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,10 @@ class EngineCore;
 
 namespace lathe::rollout {
 
-// [F] rewards of one trajectory (NaN: not applicable); prompt_index is the prompt's index in the list.
-using RewardFn = std::function<std::vector<double>(int64_t prompt_index, const posttrain::Trajectory& t)>;
+// [G][F] rewards of the G trajectories of one prompt (NaN: not applicable); prompt_index is the prompt's index in
+// the list.
+using RewardFn = std::function<std::vector<std::vector<double>>(int64_t prompt_index,
+                                                                std::span<const posttrain::Trajectory> group)>;
 
 struct EngineRolloutOptions {
   int64_t max_completion_length = 512;  // output cap of every completion

@@ -23,10 +23,12 @@ namespace {
 
 using posttrain::Trajectory;
 
-std::vector<float> trainer_logps(const Model& m, const std::vector<Trajectory>& trs) {
+std::vector<float> trainer_logps(const Model& m, const std::vector<Trajectory>& trs,
+                                 const LogprobProcessing& processing = {}) {
   NoGradGuard ng;
   const posttrain::GrpoBatch b = posttrain::make_grpo_batch(trs);
-  return m.token_logprobs(b.forward_batch(), Tensor::from_data_i32({b.n_tokens()}, b.targets)).logprobs.to_vector();
+  return m.token_logprobs(b.forward_batch(), Tensor::from_data_i32({b.n_tokens()}, b.targets), {}, false, processing)
+      .logprobs.to_vector();
 }
 
 std::vector<float> rollout_logps(const std::vector<Trajectory>& trs) {
@@ -35,7 +37,7 @@ std::vector<float> rollout_logps(const std::vector<Trajectory>& trs) {
   return v;
 }
 
-std::unique_ptr<EngineRollout> fixture_rollout() {
+std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {}) {
   const nlohmann::json ref = testing::posttrain_reference().at("grpo");
   // Prompts of 36 tokens: two full KV blocks of 16, which the prefix cache keeps and could serve again.
   const std::vector<int32_t> base = ref.at("prompt").get<std::vector<int32_t>>();
@@ -43,13 +45,17 @@ std::unique_ptr<EngineRollout> fixture_rollout() {
   for (int k = 0; k < 6; ++k) p0.insert(p0.end(), base.begin(), base.end());
   std::vector<int32_t> p1(p0.rbegin(), p0.rend());
   // "even": 1 for an even completion length; "first": 1 on prompt 0 only, N/A on prompt 1.
-  RewardFn rewards = [](int64_t prompt, const Trajectory& t) {
-    return std::vector<double>{t.completion.size() % 2 == 0 ? 1.0 : 0.0,
-                               prompt == 0 ? 1.0 : std::numeric_limits<double>::quiet_NaN()};
+  RewardFn rewards = [](int64_t prompt, std::span<const Trajectory> group) {
+    std::vector<std::vector<double>> out;
+    for (const Trajectory& t : group)
+      out.push_back({t.completion.size() % 2 == 0 ? 1.0 : 0.0,
+                     prompt == 0 ? 1.0 : std::numeric_limits<double>::quiet_NaN()});
+    return out;
   };
   return std::make_unique<EngineRollout>(
       std::vector<std::vector<int32_t>>{p0, p1}, std::vector<std::string>{"even", "first"}, rewards,
-      EngineRolloutOptions{.max_completion_length = 6, .kv_cache_memory = int64_t{8} << 20, .seed = 5});
+      EngineRolloutOptions{
+          .max_completion_length = 6, .sampling = sampling, .kv_cache_memory = int64_t{8} << 20, .seed = 5});
 }
 
 TEST(EngineRollout, SamplesGroupsWithTheTrainersLogProbsOnLiveWeights) {
@@ -104,10 +110,35 @@ TEST(EngineRollout, SamplesGroupsWithTheTrainersLogProbsOnLiveWeights) {
   EXPECT_GT(moved_by, 1e-3);
 }
 
+// With temperature, top-k and top-p the sampler's log-probs are of the processed distribution, and the trainer's
+// replay of it (LogprobProcessing) gives the same numbers (f32 forwards: 1e-5), while the model's own
+// distribution does not.
+TEST(EngineRollout, TheTrainerReplaysTheSamplersTemperatureAndTruncation) {
+  testing::FixturePolicy p = testing::fixture_policy();
+  for (const LogprobProcessing pr : {LogprobProcessing{.temperature = 0.7f, .top_k = 20, .top_p = 0.9f},
+                                     LogprobProcessing{.temperature = 1.3f, .top_p = 0.8f}}) {
+    SamplingParams sp;
+    sp.temperature = pr.temperature;
+    sp.top_k = static_cast<int>(pr.top_k);
+    sp.top_p = pr.top_p;
+    const std::vector<Trajectory> trs = fixture_rollout(sp)->generate(*p.model, 0, 2, 4);
+    const std::vector<float> got = rollout_logps(trs), want = trainer_logps(*p.model, trs, pr),
+                             plain = trainer_logps(*p.model, trs);
+    ASSERT_EQ(got.size(), want.size());
+    double off = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-5) << "T " << pr.temperature << " @" << i;
+      off = std::max(off, static_cast<double>(std::fabs(got[i] - plain[i])));
+    }
+    EXPECT_GT(off, 1e-3);
+  }
+}
+
 // GRPO on the shared TrainLoop with rollouts from the engine over the model the loop trains (LoRA on the fixture
 // Llama): every step samples with the weights of the step before (lag 0, version = step − 1), the sampler and
 // the trainer agree on every token's log-prob, and the mean reward (even completion lengths) is logged.
-TEST(EngineRollout, FeedsGrpoOnTheSharedLoop) {
+// With grpo.temperature / top_k / top_p the trainer replays the sampler's processing: the same agreement.
+void feed_grpo_on_the_shared_loop(const std::string& temperature, const std::string& top_k, const std::string& top_p) {
   const std::string dir = testing::scratch_dir("grpo_engine_loop");
   train::TrainConfig c = train::parse_recipe(R"(
 run: {seed: 1, threads: 2}
@@ -117,13 +148,18 @@ optimizer: {lr: 1.0e-2}
 schedule: {kind: constant, steps: 3}
 grpo: {num_generations: 4, max_completion_length: 6, beta: 0.0, loss_type: dapo}
 )",
-                                             {"run.dir=" + dir + "/run", "model.base=" + testing::fixtures_root() + "/models/llama"});
+                                             {"run.dir=" + dir + "/run", "model.base=" + testing::fixtures_root() + "/models/llama",
+                                              "grpo.temperature=" + temperature, "grpo.top_k=" + top_k, "grpo.top_p=" + top_p});
   posttrain::GrpoOptions o = posttrain::grpo_options(c);
   o.tokenizer.clear();  // the fixture model folder has none (the prompts are token ids)
   train::TrainLoop loop(c);
   Context ctx(2);
   ContextScope scope(ctx);
-  posttrain::GrpoObjective objective(o, fixture_rollout(), 1);
+  SamplingParams sp;
+  sp.temperature = static_cast<float>(o.temperature);
+  sp.top_k = static_cast<int>(o.top_k);
+  sp.top_p = static_cast<float>(o.top_p);
+  posttrain::GrpoObjective objective(o, fixture_rollout(sp), 1);
   EXPECT_EQ(loop.run(objective, train::StartMode::kFresh, ctx).steps_done, 3);
   const std::string run = dir + "/run";
   for (double d : testing::step_metric(run, "sampler_trainer/logp_diff_max")) EXPECT_LT(d, 1e-4);
@@ -131,6 +167,11 @@ grpo: {num_generations: 4, max_completion_length: 6, beta: 0.0, loss_type: dapo}
   EXPECT_EQ(testing::step_metric(run, "policy_version/min"), (std::vector<double>{0, 1, 2}));
   EXPECT_EQ(testing::step_metric(run, "rewards/even").size(), 3u);
   for (double w : testing::step_metric(run, "sampler_is/weight_mean")) EXPECT_NEAR(w, 1, 1e-4);  // mode none: 1
+}
+
+TEST(EngineRollout, FeedsGrpoOnTheSharedLoop) {
+  feed_grpo_on_the_shared_loop("1.0", "0", "1.0");  // temperature, top_k, top_p
+  feed_grpo_on_the_shared_loop("0.7", "20", "0.9");
 }
 
 }  // namespace

@@ -187,10 +187,20 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     t.loss_mask = std::move(e.mask);
     t.truncated = e.truncated;
     t.weight_version = version;
-    t.rewards = rewards_(e.prompt % n_prompts_total, t);
-    LATHE_CHECK_ARG(t.rewards.size() == reward_names_.size(), "[EpisodeRollout] the reward function returned ",
-                    t.rewards.size(), " values for ", reward_names_.size(), " reward names");
     trs.push_back(std::move(t));
+  }
+  // Rewards per prompt group (episodes are prompt-major: p * group_size + g).
+  for (int64_t p = 0; p < n_prompts; ++p) {
+    const size_t first = static_cast<size_t>(p * group_size);
+    const std::span<const posttrain::Trajectory> group(trs.data() + first, static_cast<size_t>(group_size));
+    std::vector<std::vector<double>> r = rewards_(eps[first].prompt % n_prompts_total, group);
+    LATHE_CHECK_ARG(r.size() == static_cast<size_t>(group_size), "[EpisodeRollout] the reward function returned ",
+                    r.size(), " rows for a group of ", group_size);
+    for (size_t g = 0; g < r.size(); ++g) {
+      LATHE_CHECK_ARG(r[g].size() == reward_names_.size(), "[EpisodeRollout] the reward function returned ",
+                      r[g].size(), " values for ", reward_names_.size(), " reward names");
+      trs[first + g].rewards = std::move(r[g]);
+    }
   }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return trs;

@@ -45,8 +45,10 @@ std::unique_ptr<EpisodeRollout> fixture_episodes(const Model& m, const EpisodeSe
   std::vector<int32_t> p0;
   for (int k = 0; k < 6; ++k) p0.insert(p0.end(), base.begin(), base.end());  // 36 tokens: two full KV blocks
   std::vector<int32_t> p1(p0.rbegin(), p0.rend());
-  RewardFn rewards = [](int64_t, const Trajectory& t) {
-    return std::vector<double>{static_cast<double>(t.completion.size())};
+  RewardFn rewards = [](int64_t, std::span<const Trajectory> group) {
+    std::vector<std::vector<double>> out;
+    for (const Trajectory& t : group) out.push_back({static_cast<double>(t.completion.size())});
+    return out;
   };
   const EnvironmentSpec env = parse_environment_spec(s.environment, "test");
   EpisodeRolloutOptions o{.max_completion_length = s.max_completion_length, .max_turns = s.max_turns,

@@ -10,6 +10,7 @@
 #include "lathe/posttrain/posttrain_run.h"
 #include "lathe/rollout/engine_rollout.h"
 #include "lathe/rollout/episode_rollout.h"
+#include "lathe/rollout/reward_set.h"
 
 namespace lathe::rollout {
 
@@ -20,7 +21,12 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions&
   const std::string where = cfg.recipe_path.empty() ? "recipe" : cfg.recipe_path;
   LATHE_CHECK_ARG(!opts.rewards.is_null(), where, ": grpo.rewards is required: the reward functions that score the"
                   " completions, e.g. [{type: format, pattern: 'kcal'}, {type: answer_numeric}] (docs/recipes.md)");
-  rewards = parse_reward_specs(opts.rewards, where);
+  rewards = parse_reward_specs(opts.rewards, where, opts.max_completion_length);
+  // Per-entry weights are the same as grpo.reward_weights, written beside each function; one or the other.
+  const std::vector<double> weights = reward_weights(rewards);
+  LATHE_CHECK_ARG(weights.empty() || opts.advantage.reward_weights.empty(), where,
+                  ": grpo.reward_weights and a `weight` in grpo.rewards: give the weights one way");
+  if (!weights.empty()) opts.advantage.reward_weights = weights;
   LATHE_CHECK_ARG(!opts.tokenizer.empty(), where, ": GRPO needs a tokenizer: set model.base (a Hugging Face folder"
                   " with tokenizer.json) or grpo.tokenizer");
   if (!opts.environment.is_null())
@@ -29,18 +35,22 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, posttrain::GrpoOptions&
 }
 
 // The rollout of a run: data.train's prompts tokenized (conversations with the chat template's generation
-// prompt), their answers, and the reward function over the decoded completions.
+// prompt), their rows' other columns, and the reward functions over the decoded completions.
 std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOptions& o,
                                                        const std::vector<RewardSpec>& specs) {
   const posttrain::Dataset d = posttrain::load_dataset(o.train_data);
   LATHE_CHECK_ARG(d.kind == posttrain::DatasetKind::kPromptOnly, d.examples[0].where,
-                  ": GRPO trains on prompt-only rows (a prompt column, and an optional answer); this file is ",
-                  posttrain::dataset_kind_name(d.kind));
+                  ": GRPO trains on prompt-only rows (a prompt column, and optional columns for the rewards); this"
+                  " file is ", posttrain::dataset_kind_name(d.kind));
   auto enc = std::make_shared<posttrain::ExampleEncoder>(tokenizer::read_tokenizer_files(o.tokenizer),
                                                          posttrain::EncoderOptions{});
   const tokenizer::Tokenizer& tok = enc->tokenizer();
   std::vector<std::vector<int32_t>> prompts;
-  auto answers = std::make_shared<std::vector<nlohmann::json>>();
+  struct Row {
+    std::string prompt;               // as rendered
+    nlohmann::ordered_json columns;   // the other columns
+  };
+  auto rows = std::make_shared<std::vector<Row>>();
   for (const posttrain::Example& e : d.examples) {
     const bool chat = e.prompt.conversational;
     const std::string text = chat ? enc->render(e.prompt.messages, true, e.tools) : e.prompt.text;
@@ -49,19 +59,25 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
     // Longer prompts keep their last max_prompt_length tokens (TRL truncates on the left).
     const size_t skip = ids.size() > static_cast<size_t>(o.max_prompt_length) ? ids.size() - o.max_prompt_length : 0;
     prompts.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(skip), ids.end());
-    answers->push_back(e.extra.contains("answer") ? nlohmann::json(e.extra["answer"]) : nlohmann::json());
+    rows->push_back({text, e.extra});
   }
-  std::vector<std::string> names;
-  for (const RewardSpec& r : specs) names.push_back(r.name);
-  RewardFn fn = [enc, answers, specs](int64_t prompt, const posttrain::Trajectory& t) {
-    // The model's own tokens: an episode's tool output (loss mask 0) is not the model's answer.
-    std::vector<uint32_t> ids;
-    for (size_t i = 0; i < t.completion.size(); ++i)
-      if (t.loss_mask.empty() || t.loss_mask[i]) ids.push_back(static_cast<uint32_t>(t.completion[i]));
-    const std::string text = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true);
-    std::vector<double> out;
-    for (const RewardSpec& r : specs) out.push_back(reward_value(r, text, (*answers)[static_cast<size_t>(prompt)]));
-    return out;
+  auto set = std::make_shared<RewardSet>(specs);  // starts the reward commands, once per run
+  const int64_t max_len = o.max_completion_length;
+  RewardFn fn = [enc, rows, set, max_len](int64_t prompt, std::span<const posttrain::Trajectory> group) {
+    const Row& row = (*rows)[static_cast<size_t>(prompt)];
+    std::vector<RewardInput> in;
+    for (const posttrain::Trajectory& t : group) {
+      // The model's own tokens: an episode's tool output (loss mask 0) is not the model's answer.
+      std::vector<uint32_t> ids;
+      for (size_t i = 0; i < t.completion.size(); ++i)
+        if (t.loss_mask.empty() || t.loss_mask[i]) ids.push_back(static_cast<uint32_t>(t.completion[i]));
+      in.push_back({.prompt = row.prompt,
+                    .completion = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true),
+                    .completion_tokens = static_cast<int64_t>(ids.size()),
+                    .max_completion_tokens = max_len,
+                    .columns = &row.columns});
+    }
+    return set->score(in);
   };
   SamplingParams sampling;
   sampling.temperature = static_cast<float>(o.temperature);
@@ -74,12 +90,12 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
     auto codec = std::make_shared<ChatToolCodec>(enc, env.tool_call_start, env.tool_call_end);
     EpisodeRolloutOptions eo{.max_completion_length = o.max_completion_length, .max_turns = env.max_turns,
                              .workers = env.workers, .sampling = sampling, .stop_token_ids = stops, .seed = o.seed};
-    return std::make_unique<EpisodeRollout>(std::move(prompts), std::move(names), std::move(fn), make_environment(env),
+    return std::make_unique<EpisodeRollout>(std::move(prompts), set->names(), std::move(fn), make_environment(env),
                                             std::move(codec), std::move(eo));
   }
   EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .sampling = sampling,
                           .stop_token_ids = stops, .seed = o.seed};
-  return std::make_unique<EngineRollout>(std::move(prompts), std::move(names), std::move(fn), std::move(ro));
+  return std::make_unique<EngineRollout>(std::move(prompts), set->names(), std::move(fn), std::move(ro));
 }
 
 }  // namespace

@@ -1,16 +1,17 @@
 // `lathe grpo`: the shared training loop (train/train_loop.h) with the GRPO objective (posttrain/
 // grpo_objective.h) fed by in-process rollouts on the serving engine (engine_rollout.h) over the policy being
-// trained, scored by the recipe's built-in rewards (rewards.h). data.train holds prompt-only rows (TRL's
-// `prompt`, a string or a conversation rendered with the chat template and its generation prompt) and an
-// optional `answer` column for the answer rewards. With grpo.environment the completions are multi-turn tool
-// episodes (episode_rollout.h) whose tool output the loss skips, and the rewards read the model's tokens only. Like `lathe dpo`, the run folder holds recipe.yaml,
+// trained, scored by the recipe's rewards (reward_set.h: the built-in ones of rewards.h and external commands).
+// data.train holds prompt-only rows (TRL's `prompt`, a string or a conversation rendered with the chat template
+// and its generation prompt) and any other columns, which reach the rewards by name (`answer` by default). With
+// grpo.environment the completions are multi-turn tool episodes (episode_rollout.h) whose tool output the loss
+// skips, and the rewards read the model's tokens only. Like `lathe dpo`, the run folder holds recipe.yaml,
 // metrics.jsonl and checkpoints/; at the end <run>/model, or <run>/adapter for a LoRA run.
 #pragma once
 
 #include <string>
 
 #include "lathe/posttrain/grpo_options.h"
-#include "lathe/rollout/rewards.h"
+#include "lathe/rollout/reward_set.h"
 #include "lathe/train/train_loop.h"
 
 namespace lathe::rollout {

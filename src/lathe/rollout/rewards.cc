@@ -1,5 +1,6 @@
 #include "lathe/rollout/rewards.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -11,7 +12,7 @@ namespace lathe::rollout {
 
 namespace {
 
-constexpr const char* kKinds[] = {"format", "answer_exact", "answer_numeric"};
+constexpr const char* kKinds[] = {"format", "answer_exact", "answer_numeric", "length", "command"};
 static_assert(std::size(kKinds) == static_cast<size_t>(RewardKind::kCount));
 constexpr double kNa = std::numeric_limits<double>::quiet_NaN();
 
@@ -44,15 +45,27 @@ std::optional<double> last_number(const std::string& s) {
   return out;
 }
 
-std::optional<double> answer_number(const nlohmann::json& a) {
+std::optional<double> answer_number(const nlohmann::ordered_json& a) {
   if (a.is_number()) return a.get<double>();
   if (a.is_string()) return last_number(a.get<std::string>());
   return std::nullopt;
 }
 
+// The keys an entry of each kind may have besides type, name and weight.
+const std::set<std::string>& kind_keys(RewardKind k) {
+  static const std::set<std::string> kKeys[] = {{"pattern"},
+                                                {"pattern", "column"},
+                                                {"pattern", "column", "tolerance"},
+                                                {"target"},
+                                                {"command", "timeout"}};
+  static_assert(std::size(kKeys) == static_cast<size_t>(RewardKind::kCount));
+  return kKeys[static_cast<size_t>(k)];
+}
+
 }  // namespace
 
-std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where) {
+std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where,
+                                           int64_t max_completion_length) {
   LATHE_CHECK_ARG(list.is_array() && !list.empty(), where, ": grpo.rewards = ", list.dump(),
                   ": expected a list of reward functions, e.g. [{type: format, pattern: '<answer>'}]");
   std::vector<RewardSpec> out;
@@ -60,21 +73,29 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& e = list[i];
     const std::string at = str_cat(where, ": grpo.rewards[", i, "]");
-    LATHE_CHECK_ARG(e.is_object(), at, " = ", e.dump(), ": expected a mapping {type, name, pattern, tolerance}");
-    for (auto it = e.begin(); it != e.end(); ++it)
-      LATHE_CHECK_ARG(it.key() == "type" || it.key() == "name" || it.key() == "pattern" || it.key() == "tolerance", at,
-                      ": unknown key ", it.key(), " (type, name, pattern, tolerance)");
+    LATHE_CHECK_ARG(e.is_object(), at, " = ", e.dump(), ": expected a mapping {type, name, weight, ...}");
     RewardSpec r;
-    const std::string type = e.value("type", "");
+    const std::string type = e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "";
     r.kind = RewardKind::kCount;
     for (size_t k = 0; k < std::size(kKinds); ++k)
       if (type == kKinds[k]) r.kind = static_cast<RewardKind>(k);
     LATHE_CHECK_ARG(r.kind != RewardKind::kCount, at, ".type = ", e.contains("type") ? e["type"].dump() : "(none)",
-                    ": must be format, answer_exact or answer_numeric");
+                    ": must be format, answer_exact, answer_numeric, length or command");
+    const std::set<std::string>& allowed = kind_keys(r.kind);
+    std::string keys = "type, name, weight";
+    for (const std::string& k : allowed) keys += ", " + k;
+    for (auto it = e.begin(); it != e.end(); ++it)
+      LATHE_CHECK_ARG(it.key() == "type" || it.key() == "name" || it.key() == "weight" || allowed.contains(it.key()),
+                      at, ": unknown key ", it.key(), " for a ", type, " reward (", keys, ")");
     LATHE_CHECK_ARG(!e.contains("name") || e["name"].is_string(), at, ".name = ", e.value("name", nlohmann::json()).dump(),
                     ": expected a string");
     r.name = e.value("name", type);
     LATHE_CHECK_ARG(names.insert(r.name).second, at, ".name = \"", r.name, "\": two rewards of one name");
+    if (e.contains("weight")) {
+      LATHE_CHECK_ARG(e["weight"].is_number() && std::isfinite(e["weight"].get<double>()), at, ".weight = ",
+                      e["weight"].dump(), ": expected a number");
+      r.weight = e["weight"].get<double>();
+    }
     LATHE_CHECK_ARG(!e.contains("pattern") || e["pattern"].is_string(), at, ".pattern: expected a string");
     r.pattern = e.value("pattern", "");
     LATHE_CHECK_ARG(r.kind != RewardKind::kFormat || !r.pattern.empty(), at,
@@ -86,20 +107,71 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
         throw InvalidArgument(str_cat(at, ".pattern = \"", r.pattern, "\": not a regex (", err.what(), ")"));
       }
     }
+    if (e.contains("column")) {
+      LATHE_CHECK_ARG(e["column"].is_string() && !e["column"].get<std::string>().empty(), at, ".column = ",
+                      e["column"].dump(), ": expected the name of a dataset column");
+      r.column = e["column"].get<std::string>();
+    }
     if (e.contains("tolerance")) {
-      LATHE_CHECK_ARG(e["tolerance"].is_number() && e["tolerance"].get<double>() >= 0 && r.kind == RewardKind::kAnswerNumeric,
-                      at, ".tolerance = ", e["tolerance"].dump(), ": a number >= 0, for answer_numeric only");
+      LATHE_CHECK_ARG(e["tolerance"].is_number() && e["tolerance"].get<double>() >= 0, at, ".tolerance = ",
+                      e["tolerance"].dump(), ": a number >= 0");
       r.tolerance = e["tolerance"].get<double>();
+    }
+    if (e.contains("target")) {
+      LATHE_CHECK_ARG(e["target"].is_number_integer() && e["target"].get<int64_t>() >= 0 &&
+                          e["target"].get<int64_t>() < max_completion_length,
+                      at, ".target = ", e["target"].dump(), ": tokens in [0, grpo.max_completion_length ",
+                      max_completion_length, ")");
+      r.target = e["target"].get<int64_t>();
+    }
+    if (r.kind == RewardKind::kCommand) {
+      const nlohmann::json c = e.value("command", nlohmann::json());
+      bool ok = c.is_array() && !c.empty();
+      for (const nlohmann::json& a : c) ok = ok && a.is_string() && !a.get<std::string>().empty();
+      LATHE_CHECK_ARG(ok, at, ".command = ", c.dump(),
+                      ": expected the program and its arguments, e.g. [python3, score.py] (docs/recipes.md)");
+      for (const nlohmann::json& a : c) r.command.push_back(a.get<std::string>());
+    }
+    if (e.contains("timeout")) {
+      LATHE_CHECK_ARG(e["timeout"].is_number() && e["timeout"].get<double>() > 0, at, ".timeout = ",
+                      e["timeout"].dump(), ": seconds, a number > 0");
+      r.timeout = e["timeout"].get<double>();
     }
     out.push_back(std::move(r));
   }
   return out;
 }
 
-double reward_value(const RewardSpec& r, const std::string& completion, const nlohmann::json& answer) {
-  if (r.kind == RewardKind::kFormat) return std::regex_search(completion, *r.re) ? 1.0 : 0.0;
-  if (answer.is_null()) return kNa;  // no answer for this row: not applicable
-  const std::optional<std::string> got = extract(r, completion);
+std::vector<double> reward_weights(const std::vector<RewardSpec>& specs) {
+  bool any = false;
+  std::vector<double> w;
+  for (const RewardSpec& r : specs) {
+    any |= r.weight.has_value();
+    w.push_back(r.weight.value_or(1.0));
+  }
+  return any ? w : std::vector<double>{};
+}
+
+double reward_value(const RewardSpec& r, const RewardInput& in) {
+  switch (r.kind) {
+    case RewardKind::kFormat:
+      return std::regex_search(in.completion, *r.re) ? 1.0 : 0.0;
+    case RewardKind::kLength: {
+      const auto over = static_cast<double>(std::max<int64_t>(0, in.completion_tokens - r.target));
+      return -std::min(1.0, over / static_cast<double>(std::max<int64_t>(1, in.max_completion_tokens - r.target)));
+    }
+    case RewardKind::kAnswerExact:
+    case RewardKind::kAnswerNumeric:
+      break;
+    case RewardKind::kCommand:
+    case RewardKind::kCount:
+      LATHE_ASSERT(false, "reward_value: ", kKinds[std::min<size_t>(static_cast<size_t>(r.kind), std::size(kKinds) - 1)],
+                   " rewards are scored by RewardSet");
+  }
+  const bool has = in.columns != nullptr && in.columns->contains(r.column) && !(*in.columns)[r.column].is_null();
+  if (!has) return kNa;  // no answer for this row: not applicable
+  const nlohmann::ordered_json& answer = (*in.columns)[r.column];
+  const std::optional<std::string> got = extract(r, in.completion);
   if (r.kind == RewardKind::kAnswerExact) {
     const std::string want = answer.is_string() ? answer.get<std::string>() : answer.dump();
     return got && trim(*got) == trim(want) ? 1.0 : 0.0;

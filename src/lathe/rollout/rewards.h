@@ -2,11 +2,15 @@
 // completion text (special tokens skipped):
 //   format          1 when the regex `pattern` (ECMAScript) matches somewhere in the completion, else 0
 //   answer_exact    the text `pattern` captures (its first group; no pattern: the whole completion), trimmed,
-//                   equals the row's answer column, trimmed: 1, else 0
+//                   equals the row's `column` (default answer), trimmed: 1, else 0
 //   answer_numeric  the number `pattern` captures (no pattern: the completion's last number) is within
-//                   `tolerance` of the row's numeric answer: 1, else 0 (no number: 0)
-// Each entry has a `name` (rewards/<name> in the metrics; default its type). The answer rewards are "not
-// applicable" (NaN, specs §5.1) on a row without an answer, so mixed datasets need no dummy answers.
+//                   `tolerance` of the row's numeric `column`: 1, else 0 (no number: 0)
+//   length          a length penalty in completion tokens: −max(0, |y| − target) / (L_max − target), in [−1, 0]
+//                   (L_max = grpo.max_completion_length; target default 0)
+//   command         an external program scoring over JSON Lines (command_reward.h; scored by RewardSet)
+// Each entry has a `name` (rewards/<name> in the metrics; default its type) and an optional `weight` (the total
+// reward is the weighted sum; rewards/<name> stay unweighted). The answer rewards are "not applicable" (NaN,
+// specs §5.1) on a row without that column, so mixed datasets need no dummy answers.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,7 @@
 
 namespace lathe::rollout {
 
-enum class RewardKind : uint8_t { kFormat, kAnswerExact, kAnswerNumeric, kCount };
+enum class RewardKind : uint8_t { kFormat, kAnswerExact, kAnswerNumeric, kLength, kCommand, kCount };
 
 struct RewardSpec {
   RewardKind kind = RewardKind::kFormat;
@@ -27,14 +31,33 @@ struct RewardSpec {
   std::string pattern;            // "" allowed for the answer rewards
   std::optional<std::regex> re;   // compiled pattern
   double tolerance = 1e-6;        // answer_numeric: |x − answer| <= tolerance · max(1, |answer|)
+  std::string column = "answer";  // answer rewards: the dataset column holding the answer
+  std::optional<double> weight;   // its weight in the total reward (unset: 1, or grpo.reward_weights)
+  int64_t target = 0;             // length: completions up to this many tokens are not penalised
+  std::vector<std::string> command;  // command: argv
+  double timeout = 60;               // command: seconds to wait for one answer
 };
 
-// From grpo.rewards (a list of mappings {type, name?, pattern?, tolerance?}); InvalidArgument
-// "<where>: grpo.rewards[i].<key> = ...: <rule>" for a bad entry (unknown type or key, a regex that does not
-// compile, a format reward without a pattern, two rewards of one name).
-std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where);
+// What a reward function sees of one completion.
+struct RewardInput {
+  std::string prompt;                   // the prompt as rendered (chat template applied)
+  std::string completion;               // decoded, special tokens skipped
+  int64_t completion_tokens = 0;        // |y|
+  int64_t max_completion_tokens = 0;    // grpo.max_completion_length
+  const nlohmann::ordered_json* columns = nullptr;  // the row's other dataset columns (an object), or null
+};
 
-// One reward on one completion text; `answer` is the row's answer column (null: none).
-double reward_value(const RewardSpec& r, const std::string& completion, const nlohmann::json& answer);
+// From grpo.rewards (a list of mappings {type, name?, weight?, ...}); InvalidArgument
+// "<where>: grpo.rewards[i].<key> = ...: <rule>" for a bad entry (unknown type or key, a key of another type, a
+// regex that does not compile, a format reward without a pattern, two rewards of one name). max_completion_length
+// bounds a length reward's target.
+std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std::string& where,
+                                           int64_t max_completion_length);
+
+// [F] the entries' `weight`s (1 where unset), or empty when no entry has one (every function weighs 1).
+std::vector<double> reward_weights(const std::vector<RewardSpec>& specs);
+
+// One stateless reward (every kind but command) on one completion.
+double reward_value(const RewardSpec& r, const RewardInput& in);
 
 }  // namespace lathe::rollout

@@ -404,7 +404,8 @@ void LoopRun::report(int64_t step, const StepTotals& totals, double lr, double g
     // %.9g keeps every bit of the float loss, so runs can be compared exactly from the JSONL.
     metrics_.log(str_cat("{\"step\":", step, ",\"loss\":", fmt("%.9g", r.loss), ",\"lr\":", fmt("%.9g", lr),
                          ",\"grad_norm\":", fmt("%.6g", gnorm), ",\"tokens_per_s\":", fmt("%.1f", r.tokens_per_s),
-                         ",\"mfu\":", fmt("%.4f", r.mfu), ",\"elapsed_s\":", fmt("%.2f", r.elapsed_s),
+                         ",\"mfu\":", fmt("%.4f", r.mfu), ",\"step_s\":", fmt("%.4f", step_s),
+                         ",\"elapsed_s\":", fmt("%.2f", r.elapsed_s),
                          metrics_json(r.metrics), "}"));
   }
   if (hooks_.on_step && lead_) hooks_.on_step(r);
