@@ -19,6 +19,13 @@ struct DistillOptions {
                                // one of teacher and teacher_logits is set
   DistillLossOptions loss;   // distill.loss (forward_kl | reverse_kl | jsd), beta, temperature,
                              // temperature_squared, alpha, chunk_rows, top_k
+  // On-policy GKD (TRL GKDConfig; docs/distill.md "On-policy distillation"): each optimizer step, with
+  // probability lmbda, the step's completions are sampled from the student; else, with seq_kd, from the teacher.
+  double lmbda = 0;                   // distill.lmbda in [0, 1]; 0: offline (the dataset's completions)
+  bool seq_kd = false;                // distill.seq_kd: the teacher's samples on the steps the student does not sample
+  int64_t max_new_tokens = 128;       // distill.max_new_tokens: cap of every sampled completion
+  double sampling_temperature = 0.9;  // distill.sampling_temperature (TRL GKD's `temperature`); 0: greedy
+  bool samples() const { return lmbda > 0 || seq_kd; }  // any step may sample
 };
 
 // From a resolved recipe whose `distill` is set (an absent sft: section reads as `sft: {}`); writes the
