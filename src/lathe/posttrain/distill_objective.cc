@@ -140,7 +140,7 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
     longest_row = std::max(longest_row, row);
   }
   onpolicy_tokens_ = per_rank * longest_row;
-  for (const Model* m : {&s.model, static_cast<const Model*>(teacher_.get())})
+  for (const Model* m : {static_cast<const Model*>(&s.model), static_cast<const Model*>(teacher_.get())})
     LATHE_CHECK_ARG(longest_prompt + opts_.max_new_tokens <= m->config().max_positions, "distill.max_new_tokens ",
                     opts_.max_new_tokens, ": the longest prompt (", longest_prompt, " tokens) and its sample exceed the ",
                     m == &s.model ? "student's" : "teacher's", " ", m->config().max_positions,

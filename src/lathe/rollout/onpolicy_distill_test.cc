@@ -250,7 +250,9 @@ TEST(OnPolicyDistill, ResumeReplaysTheSameChoicesSamplesAndLosses) {
   ASSERT_EQ(len2.size(), 10u);
   for (size_t i = 0; i < 10; ++i) {
     EXPECT_EQ(std::isnan(len[i]), on[i] == 0.0) << i;  // null on a dataset step
-    if (!std::isnan(len[i])) EXPECT_EQ(len2[i], len[i]) << i;
+    if (!std::isnan(len[i])) {
+      EXPECT_EQ(len2[i], len[i]) << i;
+    }
   }
   EXPECT_EQ(testing::loss_lines(resumed), testing::loss_lines(full));
 }
