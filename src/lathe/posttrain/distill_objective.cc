@@ -185,8 +185,11 @@ void DistillObjective::sample_step(const Model& student, CompletionSource source
                               .seed = derive_key(derive_key(opts_.sft.seed, hash_name("distill.samples")),
                                                  static_cast<uint64_t>(step * world_ + rank_))};
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::vector<int32_t>> completions =
-      sampler_->sample(source == CompletionSource::kStudent ? student : *teacher_, prompts, cs);
+  std::vector<std::vector<int32_t>> completions;
+  {
+    NoGradGuard no_grad;  // sampling records nothing on the tape
+    completions = sampler_->sample(source == CompletionSource::kStudent ? student : *teacher_, prompts, cs);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   LATHE_CHECK_ARG(completions.size() == prompts.size(), "[distill] the sampler returned ", completions.size(),
                   " completions for ", prompts.size(), " prompts");

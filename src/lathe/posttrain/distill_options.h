@@ -1,5 +1,6 @@
-// The `distill:` section of a recipe (docs/distill.md): offline logit distillation from a frozen teacher, run
-// in-process (distill.teacher) or read from its top-k logits on disk (distill.teacher_logits).
+// The `distill:` section of a recipe (docs/distill.md): logit distillation from a frozen teacher, run in-process
+// (distill.teacher) or read from its top-k logits on disk (distill.teacher_logits), on the dataset's completions
+// or, with distill.lmbda / seq_kd, on completions sampled from the student / teacher (on-policy GKD).
 // The data keys are SFT's (data.*, and sft.max_length, packing, masks, ... from an optional sft: section);
 // every distill key is checked like the sft ones. Defaults: Tunix's LogitStrategy (τ 2.0, α 0.5, T² on) with
 // TRL's GKD β 0.5 for the JSD (specs/posttrain.md §7), written into the resolved recipe.
