@@ -85,16 +85,6 @@ Tensor distill_loss(Model& student, const CachedTeacher& teacher, const SftBatch
   return student_distill_loss(student, logits, b, o, weight, fo, sums);
 }
 
-const char* completion_source_name(CompletionSource s) {
-  switch (s) {
-    case CompletionSource::kDataset: return "dataset";
-    case CompletionSource::kStudent: return "student";
-    case CompletionSource::kTeacher: return "teacher";
-    case CompletionSource::kCount: break;
-  }
-  return "?";
-}
-
 DistillObjective::DistillObjective(DistillOptions opts, int world, std::unique_ptr<CompletionSampler> sampler)
     : opts_(std::move(opts)), world_(world), data_(opts_.sft, world), sampler_(std::move(sampler)) {}
 

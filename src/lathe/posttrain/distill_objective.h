@@ -39,7 +39,6 @@ void check_teacher_vocab(const Model& student, const Model& teacher, const std::
 
 // Where a step's completions come from (distill.lmbda, distill.seq_kd).
 enum class CompletionSource : uint8_t { kDataset, kStudent, kTeacher, kCount };
-const char* completion_source_name(CompletionSource s);
 
 // One micro-batch of distillation and what the loss and the metrics need to know about it.
 struct DistillBatch {
