@@ -22,10 +22,10 @@ const CommandSpec& distill_spec() {
       .summary = "Trains model.base (the student) to match distill.teacher's token distributions on data.train (SFT's\n"
                  "JSON Lines formats and masks) as the recipe's distill: section says (docs/distill.md): forward KL,\n"
                  "reverse KL or generalised JSD at a temperature, mixed with the hard-label NLL by alpha; with\n"
-                 "distill.lmbda > 0 a step trains on completions the student samples itself (on-policy GKD). key=value\n"
-                 "overrides any key, e.g. distill.loss=jsd distill.lmbda=0.5 schedule.steps=100. SIGINT / SIGTERM stop after the\n"
-                 "current step and write a checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg,\n"
-                 "checkpoints/step_N/, model/ (or adapter/ with a lora: section)}.\n",
+                 "distill.lmbda > 0 a step trains on completions the student samples itself (on-policy GKD).\n"
+                 "key=value overrides any key, e.g. distill.loss=jsd distill.lmbda=0.5 schedule.steps=100.\n"
+                 "SIGINT / SIGTERM stop after the current step and write a checkpoint. Writes run.dir/{recipe.yaml,\n"
+                 "metrics.jsonl, loss.svg, checkpoints/step_N/, model/ (or adapter/ with a lora: section)}.\n",
       .options = {
           {"--resume", "", "continue from the newest intact checkpoint in run.dir"},
           {"--overwrite", "", "delete the earlier run in run.dir first"},

@@ -132,8 +132,8 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
   onpolicy_tokens_ = per_rank * longest_row;
   for (const Model* m : {static_cast<const Model*>(&s.model), static_cast<const Model*>(teacher_.get())})
     LATHE_CHECK_ARG(longest_prompt + opts_.max_new_tokens <= m->config().max_positions, "distill.max_new_tokens ",
-                    opts_.max_new_tokens, ": the longest prompt (", longest_prompt, " tokens) and its sample exceed the ",
-                    m == &s.model ? "student's" : "teacher's", " ", m->config().max_positions,
+                    opts_.max_new_tokens, ": the longest prompt (", longest_prompt, " tokens) and its sample exceed",
+                    m == &s.model ? " the student's " : " the teacher's ", m->config().max_positions,
                     " positions (max_position_embeddings): lower distill.max_new_tokens or sft.max_length");
   s.note(str_cat("on-policy: each step samples its completions from the student with probability ", opts_.lmbda,
                  opts_.seq_kd ? ", else from the teacher (seq_kd)" : ", else takes the dataset's", "; up to ",

@@ -19,7 +19,8 @@ DistillTrainer::DistillTrainer(train::TrainConfig cfg, train::TrainerHooks hooks
 
 train::TrainResult DistillTrainer::run(train::StartMode mode) {
   return run_and_export(loop_, mode, [this](int world) {
-    return std::make_unique<DistillObjective>(opts_, world, opts_.samples() && make_sampler_ ? make_sampler_() : nullptr);
+    std::unique_ptr<CompletionSampler> sampler = opts_.samples() && make_sampler_ ? make_sampler_() : nullptr;
+    return std::make_unique<DistillObjective>(opts_, world, std::move(sampler));
   });
 }
 

@@ -73,7 +73,8 @@ SftBatch with_completions(const SftBatch& b, const std::vector<std::vector<int32
         row.positions.push_back(b.positions[i]);
       }
       row.tokens.insert(row.tokens.end(), c.begin(), c.end());
-      for (size_t i = 0; i < c.size(); ++i) row.positions.push_back(row.positions[e.prompt - 1] + static_cast<int32_t>(i + 1));
+      const int32_t last = row.positions[e.prompt - 1];
+      for (size_t i = 0; i < c.size(); ++i) row.positions.push_back(last + static_cast<int32_t>(i + 1));
       // Untrained prompt positions, then from the prompt's last token on each next token is a target.
       row.targets.assign(e.prompt - 1, -100);
       for (size_t i = e.prompt - 1; i + 1 < row.tokens.size(); ++i) {
