@@ -4,10 +4,11 @@
 // a lora: section), a SIGKILLed run resumes to exactly the uninterrupted losses, a teacher with another
 // vocabulary is refused before training, and training from the teacher's top-k cached on disk (lathe
 // distill-cache) logs the live top-k teacher's losses (packed or not, resumed, on two ranks), while a cache
-// for other data or another k is refused.
+// for other data or another k is refused. The on-policy recipe samples from the student on some steps.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,44 @@ TEST(DistillCli, BadTeachersAndKeysStopBeforeTraining) {
   EXPECT_TRUE(testing::is_clean_error(r, "distill.beta")) << r.second;
   r = testing::run_lathe_bounded("sft recipes/distill/tiny.yaml run.dir=" + dir + "/s");  // not sft's
   EXPECT_TRUE(testing::is_clean_error(r, "lathe distill")) << r.second;
+}
+
+// The shipped on-policy recipe (recipes/distill/onpolicy-tiny.yaml, lmbda 0.5) end to end: some steps train on
+// the student's own samples from the serving engine (on_policy 1, their length and sampling time logged), the
+// others on the dataset's completions, and the run ends with a Hugging Face folder. A recipe that samples
+// with a teacher cache, or with wrapped packing, stops before training.
+TEST(DistillCli, OnPolicyRecipeSamplesFromTheStudent) {
+  const std::string dir = tokenizer_in(testing::scratch_dir("distill_cli_onpolicy"));
+  const std::string args = "distill recipes/distill/onpolicy-tiny.yaml sft.tokenizer=" + dir +
+                           "/tokenizer run.threads=2 run.dir=" + dir + "/run";
+  const auto [rc, out] = testing::run_lathe(args);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("on-policy: each step samples its completions from the student with probability 0.5"),
+            std::string::npos) << out;
+  const std::vector<double> on = testing::step_metric(dir + "/run", "on_policy");
+  const std::vector<double> len = testing::step_metric(dir + "/run", "completion_length");
+  const std::vector<double> secs = testing::step_metric(dir + "/run", "sample_seconds");
+  ASSERT_EQ(on.size(), 12u);
+  ASSERT_EQ(len.size(), 12u);
+  ASSERT_EQ(secs.size(), 12u);
+  EXPECT_NE(std::count(on.begin(), on.end(), 1.0), 0);
+  EXPECT_NE(std::count(on.begin(), on.end(), 0.0), 0);
+  for (size_t i = 0; i < on.size(); ++i) {
+    if (on[i] == 1.0) {
+      EXPECT_GE(len[i], 1.0) << i;
+      EXPECT_LE(len[i], 32.0) << i;  // distill.max_new_tokens
+      EXPECT_GT(secs[i], 0.0) << i;
+    } else {
+      EXPECT_TRUE(std::isnan(len[i]) && std::isnan(secs[i])) << i;  // nothing sampled: null
+    }
+  }
+  for (double l : testing::loss_values(dir + "/run")) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "run" / "model" / "model.safetensors"));
+  auto r = testing::run_lathe_bounded(args + "x distill.teacher=null distill.teacher_logits=t.kd distill.top_k=8");
+  EXPECT_TRUE(testing::is_clean_error(r, "distill.teacher_logits")) << r.second;
+  EXPECT_FALSE(fs::exists(dir + "/runx/checkpoints"));
+  r = testing::run_lathe_bounded(args + "w sft.packing_strategy=wrapped");
+  EXPECT_TRUE(testing::is_clean_error(r, "wrapped")) << r.second;
 }
 
 // The example conversations cut to their first exchange (about 55 tokens each), so that bfd packs two or more

@@ -1,5 +1,6 @@
-// lathe distill RECIPE.yaml [key=value ...] [--resume | --overwrite]: offline logit distillation from a frozen
-// teacher (docs/distill.md) on the shared training loop, as lathe sft: progress line, metrics, checkpoints,
+// lathe distill RECIPE.yaml [key=value ...] [--resume | --overwrite]: logit distillation from a frozen teacher
+// (docs/distill.md), offline or on-policy (distill.lmbda: the student's own samples from the serving engine), on
+// the shared training loop, as lathe sft: progress line, metrics, checkpoints,
 // exact resume, a loss curve, and <run>/model (or <run>/adapter with a lora: section).
 // lathe distill-cache RECIPE.yaml [key=value ...] --out FILE: the teacher's top-k logits on disk, read by
 // distill.teacher_logits in place of the teacher.
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "lathe/posttrain/distill_cache.h"
-#include "lathe/posttrain/distill_trainer.h"
+#include "lathe/rollout/engine_completion_sampler.h"
 #include "train_command.h"
 
 namespace lathe::cli {
@@ -20,10 +21,11 @@ const CommandSpec& distill_spec() {
       .brief = "logit distillation from a frozen teacher on JSON Lines data (docs/distill.md)",
       .summary = "Trains model.base (the student) to match distill.teacher's token distributions on data.train (SFT's\n"
                  "JSON Lines formats and masks) as the recipe's distill: section says (docs/distill.md): forward KL,\n"
-                 "reverse KL or generalised JSD at a temperature, mixed with the hard-label NLL by alpha. key=value\n"
-                 "overrides any key, e.g. distill.loss=jsd schedule.steps=100. SIGINT / SIGTERM stop after the\n"
-                 "current step and write a checkpoint. Writes run.dir/{recipe.yaml, metrics.jsonl, loss.svg,\n"
-                 "checkpoints/step_N/, model/ (or adapter/ with a lora: section)}.\n",
+                 "reverse KL or generalised JSD at a temperature, mixed with the hard-label NLL by alpha; with\n"
+                 "distill.lmbda > 0 a step trains on completions the student samples itself (on-policy GKD).\n"
+                 "key=value overrides any key, e.g. distill.loss=jsd distill.lmbda=0.5 schedule.steps=100.\n"
+                 "SIGINT / SIGTERM stop after the current step and write a checkpoint. Writes run.dir/{recipe.yaml,\n"
+                 "metrics.jsonl, loss.svg, checkpoints/step_N/, model/ (or adapter/ with a lora: section)}.\n",
       .options = {
           {"--resume", "", "continue from the newest intact checkpoint in run.dir"},
           {"--overwrite", "", "delete the earlier run in run.dir first"},
@@ -41,12 +43,14 @@ int cmd_distill(int argc, char** argv) {
       .missing_section = "no distill: section (lathe distill reads distill.teacher, distill.loss, ...; docs/distill.md)",
       .after_speed = [](const train::ObjectiveMetrics& m) {
         std::string fields;
-        for (const auto& [k, v] : m)
+        for (const auto& [k, v] : m) {
           if (k == "kl_per_token") fields += " kl/tok " + fmt("%.4f", v);
+          if (k == "on_policy") fields += " on-policy " + fmt("%.2f", v);
+        }
         return fields;
       },
   };
-  return run_fine_tune<posttrain::DistillTrainer>(*r, cmd);
+  return run_fine_tune<rollout::EngineDistillTrainer>(*r, cmd);
 }
 
 const CommandSpec& distill_cache_spec() {

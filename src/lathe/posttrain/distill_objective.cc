@@ -1,12 +1,14 @@
 #include "lathe/posttrain/distill_objective.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
 #include "lathe/ops/linear.h"
+#include "lathe/posttrain/onpolicy_batch.h"
 
 namespace lathe::posttrain {
 
@@ -83,15 +85,17 @@ Tensor distill_loss(Model& student, const CachedTeacher& teacher, const SftBatch
   return student_distill_loss(student, logits, b, o, weight, fo, sums);
 }
 
-DistillObjective::DistillObjective(DistillOptions opts, int world)
-    : opts_(std::move(opts)), world_(world), data_(opts_.sft, world) {}
+DistillObjective::DistillObjective(DistillOptions opts, int world, std::unique_ptr<CompletionSampler> sampler)
+    : opts_(std::move(opts)), world_(world), data_(opts_.sft, world), sampler_(std::move(sampler)) {}
 
 DistillObjective::~DistillObjective() = default;
 
 void DistillObjective::start(const train::ObjectiveStart& s) {
+  comm_ = &s.comm;
   rank_ = s.comm.rank();
   forward_ = s.forward;
   data_.start(s);
+  seek(0);
   const int64_t V = s.model.config().vocab_size;
   LATHE_CHECK_ARG(opts_.loss.top_k <= V, "distill.top_k ", opts_.loss.top_k, " exceeds the vocabulary (", V,
                   " tokens)");
@@ -108,10 +112,122 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
   teacher_ = Model::load(opts_.teacher);  // frozen: no requires_grad, 16-bit weights stay 16-bit
   check_teacher_vocab(s.model, *teacher_, opts_.teacher);
   s.note(str_cat("teacher: ", opts_.teacher, " (", teacher_->n_params(), " parameters, frozen); ", loss));
+  if (!opts_.samples()) return;
+  LATHE_CHECK_ARG(sampler_ != nullptr, "distill.lmbda ", opts_.lmbda, " / distill.seq_kd ", opts_.seq_kd,
+                  ": sampling completions needs a completion sampler (`lathe distill` runs the serving engine's);"
+                  " this objective was built without one");
+  // The longest prompt plus max_new_tokens must fit both models' positions (the teacher scores every sample).
+  const int64_t per_rank = opts_.sft.batch_size / world_;
+  int64_t longest_prompt = 0, longest_row = 0;
+  for (const SftRow& r : data_.train_rows()) {
+    SftBatch one;
+    one.append(r);
+    int64_t row = 0;
+    for (const std::vector<int32_t>& p : example_prompts(one)) {
+      longest_prompt = std::max<int64_t>(longest_prompt, static_cast<int64_t>(p.size()));
+      row += static_cast<int64_t>(p.size()) + opts_.max_new_tokens;
+    }
+    longest_row = std::max(longest_row, row);
+  }
+  onpolicy_tokens_ = per_rank * longest_row;
+  for (const Model* m : {static_cast<const Model*>(&s.model), static_cast<const Model*>(teacher_.get())})
+    LATHE_CHECK_ARG(longest_prompt + opts_.max_new_tokens <= m->config().max_positions, "distill.max_new_tokens ",
+                    opts_.max_new_tokens, ": the longest prompt (", longest_prompt, " tokens) and its sample exceed",
+                    m == &s.model ? " the student's " : " the teacher's ", m->config().max_positions,
+                    " positions (max_position_embeddings): lower distill.max_new_tokens or sft.max_length");
+  s.note(str_cat("on-policy: each step samples its completions from the student with probability ", opts_.lmbda,
+                 opts_.seq_kd ? ", else from the teacher (seq_kd)" : ", else takes the dataset's", "; up to ",
+                 opts_.max_new_tokens, " tokens at temperature ", opts_.sampling_temperature,
+                 "; sampled steps train the divergence alone (alpha 1, as TRL GKD)"));
+}
+
+void DistillObjective::seek(int64_t position) {
+  data_.seek(position);
+  micro_ = 0;  // checkpoints are taken between optimizer steps
+  sampled_.clear();
+}
+
+CompletionSource DistillObjective::step_source(int64_t step) const {
+  // u uniform in [0, 1) from (seed, step): no generator state beyond the data position the checkpoint holds.
+  const uint64_t key = derive_key(opts_.sft.seed, hash_name("distill.lmbda"));
+  const double u = static_cast<double>(derive_key(key, static_cast<uint64_t>(step)) >> 11) * 0x1.0p-53;
+  if (u < opts_.lmbda) return CompletionSource::kStudent;
+  return opts_.seq_kd ? CompletionSource::kTeacher : CompletionSource::kDataset;
+}
+
+void DistillObjective::sample_step(const Model& student, CompletionSource source, int64_t step) {
+  const int64_t ga = opts_.sft.grad_accum;
+  // The step's micro-batches of this rank, as the data path would hand them out one by one.
+  std::vector<SftBatch> rows;
+  std::vector<int64_t> positions;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<size_t> first_prompt;  // [ga + 1] each micro-batch's first prompt in `prompts`
+  for (int64_t j = 0; j < ga; ++j) {
+    rows.push_back(data_.next_batch());
+    positions.push_back(data_.data_position());
+    first_prompt.push_back(prompts.size());
+    for (std::vector<int32_t>& p : example_prompts(rows.back())) prompts.push_back(std::move(p));
+  }
+  first_prompt.push_back(prompts.size());
+  const CompletionSampling cs{.max_new_tokens = opts_.max_new_tokens,
+                              .temperature = opts_.sampling_temperature,
+                              .stop_token_ids = data_.stop_tokens(),
+                              .seed = derive_key(derive_key(opts_.sft.seed, hash_name("distill.samples")),
+                                                 static_cast<uint64_t>(step * world_ + rank_))};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<int32_t>> completions;
+  {
+    NoGradGuard no_grad;  // sampling records nothing on the tape
+    completions = sampler_->sample(source == CompletionSource::kStudent ? student : *teacher_, prompts, cs);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LATHE_CHECK_ARG(completions.size() == prompts.size(), "[distill] the sampler returned ", completions.size(),
+                  " completions for ", prompts.size(), " prompts");
+  int64_t sampled_tokens = 0;
+  for (const std::vector<int32_t>& c : completions) {
+    LATHE_CHECK_ARG(!c.empty() && static_cast<int64_t>(c.size()) <= opts_.max_new_tokens, "[distill] the sampler"
+                    " returned a completion of ", c.size(), " tokens (1 to ", opts_.max_new_tokens, " expected)");
+    sampled_tokens += static_cast<int64_t>(c.size());
+  }
+  double step_targets = 0;
+  for (int64_t j = 0; j < ga; ++j) {
+    const auto from = completions.begin() + static_cast<std::ptrdiff_t>(first_prompt[j]);
+    const auto to = completions.begin() + static_cast<std::ptrdiff_t>(first_prompt[j + 1]);
+    DistillBatch b{.rows = with_completions(rows[j], std::vector<std::vector<int32_t>>(from, to)),
+                   .source = source, .position = positions[j]};
+    step_targets += static_cast<double>(b.rows.n_targets);
+    sampled_.push_back(std::move(b));
+  }
+  // The loss denominator, as the data path's: the trained tokens of every micro-batch of every rank.
+  comm_->all_reduce_sum(&step_targets, 1);
+  for (DistillBatch& b : sampled_) b.rows.step_targets = step_targets;
+  sampled_[0].completions = static_cast<int64_t>(completions.size());
+  sampled_[0].completion_tokens = sampled_tokens;
+  sampled_[0].sample_seconds = seconds;
+}
+
+DistillBatch DistillObjective::next_batch(const Model& student) {
+  const int64_t ga = opts_.sft.grad_accum;
+  if (micro_ == 0 && opts_.samples()) {
+    const int64_t step = data_.data_position() / (opts_.sft.batch_size * ga);
+    const CompletionSource source = step_source(step);
+    if (source != CompletionSource::kDataset) sample_step(student, source, step);
+  }
+  DistillBatch b;
+  if (!sampled_.empty()) {
+    b = std::move(sampled_[static_cast<size_t>(micro_)]);
+  } else {
+    b.rows = data_.next_batch();
+    b.position = data_.data_position();
+  }
+  micro_ = (micro_ + 1) % ga;
+  if (micro_ == 0) sampled_.clear();
+  return b;
 }
 
 train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
   train::ObjectiveMemory m = data_.memory(model);
+  m.tokens = std::max(m.tokens, onpolicy_tokens_);  // a sampled micro-batch: prompts + max_new_tokens each
   const int64_t N = m.tokens, V = model.config().vocab_size, C = model.config().hidden;
   m.fused_head = false;
   const int64_t rows = std::min(opts_.loss.chunk_rows, N);
@@ -139,18 +255,32 @@ train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
   return m;
 }
 
-train::ObjectiveResult DistillObjective::loss(Model& model, const SftBatch& b) {
+train::ObjectiveResult DistillObjective::loss(Model& model, const DistillBatch& db) {
+  const SftBatch& b = db.rows;
   const double weight = static_cast<double>(opts_.sft.grad_accum) * static_cast<double>(world_);
-  const ForwardOptions o = train::micro_batch_forward(forward_, data_.data_position(), world_, rank_);
+  const ForwardOptions o = train::micro_batch_forward(forward_, db.position, world_, rank_);
+  const bool sampled = db.source != CompletionSource::kDataset;
+  DistillLossOptions lo = opts_.loss;
+  if (sampled) lo.alpha = 1;  // TRL GKD: the divergence alone on generated completions (no hard-label term)
   DistillSums sums;
-  Tensor l = cached_ ? distill_loss(model, *cached_, b, opts_.loss, weight, o, &sums)
-                    : distill_loss(model, *teacher_, b, opts_.loss, weight, o, &sums);
+  Tensor l = cached_ ? distill_loss(model, *cached_, b, lo, weight, o, &sums)
+                    : distill_loss(model, *teacher_, b, lo, weight, o, &sums);
   // Each sum is (weight / step_targets)·Σ over this micro-batch: the loop's mean over micro-batches and
   // ranks is the per-token mean of the step.
-  return {.loss = l,
-          .tokens = static_cast<int64_t>(b.tokens.size()),
-          .metrics = {{"divergence", sums.divergence}, {"kl_per_token", sums.kl_forward}, {"nll", sums.nll},
-                      {"trained_tokens", b.step_targets}}};
+  train::ObjectiveResult r{.loss = l,
+                           .tokens = static_cast<int64_t>(b.tokens.size()),
+                           .metrics = {{"divergence", sums.divergence}, {"kl_per_token", sums.kl_forward},
+                                       {"nll", sums.nll}, {"trained_tokens", b.step_targets}}};
+  if (!opts_.samples()) return r;  // an offline run logs what it always did
+  // on_policy: 1 on a student-sampled step (its mean over a run is the fraction of such steps); the completion
+  // length and the sampling time are those of the micro-batch that sampled (weight 0 elsewhere: null on a
+  // dataset step).
+  const double n = static_cast<double>(db.completions);
+  r.metrics.push_back({"on_policy", db.source == CompletionSource::kStudent ? 1.0 : 0.0});
+  r.metrics.push_back({"completion_length", n > 0 ? static_cast<double>(db.completion_tokens) / n : 0.0});
+  r.metrics.push_back({"sample_seconds", db.sample_seconds});
+  r.metric_weights = {1, 1, 1, 1, 1, n, n > 0 ? 1.0 : 0.0};
+  return r;
 }
 
 }  // namespace lathe::posttrain

@@ -1,5 +1,7 @@
 #include "lathe/posttrain/distill_options.h"
 
+#include <cmath>
+
 #include "lathe/base/error.h"
 #include "lathe/posttrain/section_reader.h"
 
@@ -54,6 +56,15 @@ DistillOptions distill_options(train::TrainConfig& c) {
                              "expected a positive integer").get<int64_t>();
   r.get("top_k", l.top_k);
   r.checked("top_k", l.top_k >= 0, l.top_k, "must be >= 0 (0: the whole vocabulary)");
+  r.get("lmbda", o.lmbda);
+  r.checked("lmbda", o.lmbda >= 0 && o.lmbda <= 1, o.lmbda,
+            "must be in [0, 1] (the probability that a step trains on the student's own samples; 0: offline)");
+  r.get("seq_kd", o.seq_kd);
+  r.get("max_new_tokens", o.max_new_tokens);
+  r.checked("max_new_tokens", o.max_new_tokens >= 1, o.max_new_tokens, "must be >= 1");
+  r.get("sampling_temperature", o.sampling_temperature);
+  r.checked("sampling_temperature", std::isfinite(o.sampling_temperature) && o.sampling_temperature >= 0,
+            o.sampling_temperature, "must be >= 0 (0: greedy)");
   r.reject_unknown();
   LATHE_CHECK_ARG(!o.teacher.empty() || !o.teacher_logits.empty(), where, ": distill.teacher (a Hugging Face"
                   " folder) or distill.teacher_logits (a cache written by lathe distill-cache) is required");
@@ -62,6 +73,14 @@ DistillOptions distill_options(train::TrainConfig& c) {
                   " with distill.teacher=null)");
   LATHE_CHECK_ARG(o.teacher_logits.empty() || l.top_k > 0, where, ": distill.teacher_logits needs distill.top_k,"
                   " the k the cache was written with (a cache holds the teacher's top-k logits only)");
+  // A cache holds the teacher's logits at the dataset's tokens only; samples need the teacher itself.
+  LATHE_CHECK_ARG(!o.samples() || o.teacher_logits.empty(), where, ": distill.lmbda ", o.lmbda, " / distill.seq_kd ",
+                  o.seq_kd, " sample new completions, which a teacher cache (distill.teacher_logits) has no logits"
+                  " for: give distill.teacher, or set distill.lmbda=0 distill.seq_kd=false");
+  // Wrapped rows cut examples anywhere: there is no prompt to continue.
+  LATHE_CHECK_ARG(!o.samples() || o.sft.packing != Packing::kWrapped, where, ": distill.lmbda / distill.seq_kd"
+                  " sample a completion per example, which sft.packing_strategy: wrapped does not keep (its rows"
+                  " are cut across examples): use packing_strategy bfd or no packing");
 
   json& out = c.resolved["distill"];  // every default, written
   if (!o.teacher.empty()) out["teacher"] = o.teacher;
@@ -73,6 +92,10 @@ DistillOptions distill_options(train::TrainConfig& c) {
   out["alpha"] = l.alpha;
   out["chunk_rows"] = l.chunk_rows;
   out["top_k"] = l.top_k;
+  out["lmbda"] = o.lmbda;
+  out["seq_kd"] = o.seq_kd;
+  out["max_new_tokens"] = o.max_new_tokens;
+  out["sampling_temperature"] = o.sampling_temperature;
   return o;
 }
 

@@ -14,11 +14,14 @@ train::TrainConfig with_defaults(train::TrainConfig cfg, DistillOptions& opts) {
 
 }  // namespace
 
-DistillTrainer::DistillTrainer(train::TrainConfig cfg, train::TrainerHooks hooks)
-    : loop_(with_defaults(std::move(cfg), opts_), std::move(hooks)) {}
+DistillTrainer::DistillTrainer(train::TrainConfig cfg, train::TrainerHooks hooks, MakeCompletionSampler make_sampler)
+    : make_sampler_(std::move(make_sampler)), loop_(with_defaults(std::move(cfg), opts_), std::move(hooks)) {}
 
 train::TrainResult DistillTrainer::run(train::StartMode mode) {
-  return run_and_export(loop_, mode, [this](int world) { return std::make_unique<DistillObjective>(opts_, world); });
+  return run_and_export(loop_, mode, [this](int world) {
+    std::unique_ptr<CompletionSampler> sampler = opts_.samples() && make_sampler_ ? make_sampler_() : nullptr;
+    return std::make_unique<DistillObjective>(opts_, world, std::move(sampler));
+  });
 }
 
 std::string DistillTrainer::output_dir() const { return posttrain::output_dir(loop_.config()); }

@@ -2,17 +2,25 @@
 // leaves it: <run>/model (a Hugging Face folder) or, with a lora: section, <run>/adapter (a PEFT folder).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
+#include "lathe/posttrain/completion_sampler.h"
 #include "lathe/posttrain/distill_options.h"
 #include "lathe/train/train_loop.h"
 
 namespace lathe::posttrain {
 
+// Builds the sampler of on-policy steps (distill.lmbda, seq_kd), once per run.
+using MakeCompletionSampler = std::function<std::unique_ptr<CompletionSampler>()>;
+
 class DistillTrainer {
  public:
-  // cfg: a resolved recipe with a distill: section (checked now, before any run starts).
-  explicit DistillTrainer(train::TrainConfig cfg, train::TrainerHooks hooks = {});
+  // cfg: a resolved recipe with a distill: section (checked now, before any run starts). make_sampler: where
+  // sampled completions come from (the rollout layer's engine; unset: a recipe that samples is refused at start).
+  explicit DistillTrainer(train::TrainConfig cfg, train::TrainerHooks hooks = {},
+                          MakeCompletionSampler make_sampler = {});
 
   const DistillOptions& options() const { return opts_; }
   const train::TrainConfig& config() const { return loop_.config(); }
@@ -24,6 +32,7 @@ class DistillTrainer {
 
  private:
   DistillOptions opts_;
+  MakeCompletionSampler make_sampler_;
   train::TrainLoop loop_;
 };
 

@@ -63,8 +63,8 @@ void SftObjective::start(const train::ObjectiveStart& s) {
   const ExampleEncoder enc = open_example_encoder("sft", opts_.tokenizer, opts_.encoder, mc);
   std::string first;
   const std::vector<TokenizedExample> train = encode_sft_dataset(opts_.train_data, enc, &first);
-  const std::vector<int32_t> stops = stop_token_ids(enc.tokenizer(), mc.eos_token_ids, s.model.generation_config());
-  check_stop_token_trained(train[0], stops, enc.tokenizer(), first);
+  stop_tokens_ = stop_token_ids(enc.tokenizer(), mc.eos_token_ids, s.model.generation_config());
+  check_stop_token_trained(train[0], stop_tokens_, enc.tokenizer(), first);
   int64_t tokens = 0, targets = 0;
   for (const auto& ex : train) {
     tokens += static_cast<int64_t>(ex.size());

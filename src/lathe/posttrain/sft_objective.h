@@ -48,6 +48,8 @@ class SftObjective final : public train::BatchObjective<SftBatch> {
   std::string data_tokenizer() const override { return opts_.tokenizer; }
 
   const std::vector<SftRow>& train_rows() const { return train_rows_; }
+  // The ids that end an answer (stop_token_ids: the tokenizer's EOS and the model's), known after start().
+  const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
 
  private:
   const SftRow& row_at(int64_t global_index);  // the epoch's order (shuffled per epoch when asked)
@@ -56,6 +58,7 @@ class SftObjective final : public train::BatchObjective<SftBatch> {
   int world_ = 1, rank_ = 0;
   ForwardOptions forward_;
   std::vector<SftRow> train_rows_, val_rows_;
+  std::vector<int32_t> stop_tokens_;
   double mean_example_tokens_ = 1;
   int64_t position_ = 0;       // global rows consumed
   int64_t micro_ = 0;          // micro-batch of the current step
