@@ -23,8 +23,8 @@ std::vector<std::string> corpus() {
   return c.get<std::vector<std::string>>();
 }
 
-// Writes tokenizer.json's vocabulary as GGUF tokenizer metadata: "llama" (SentencePiece: scores falling
-// with the id, as a SentencePiece model's are) or "gpt2" with `pre`.
+// Writes tokenizer.json's vocabulary as GGUF tokenizer metadata: "llama" (SentencePiece: tokens, types,
+// scores) or "gpt2" (tokens, types, merges) with `pre`.
 std::string write_tokenizer_gguf(const std::string& name, const std::string& model, const std::string& pre) {
   const std::string dir = testing::tokenizers_root() + "/" + name;
   const json tj = json::parse(read_file(dir + "/tokenizer.json"));
@@ -37,6 +37,19 @@ std::string write_tokenizer_gguf(const std::string& name, const std::string& mod
     added[a["id"].get<int64_t>()] = a["special"].get<bool>();
   }
   const int64_t n = by_id.rbegin()->first + 1;
+  // A SentencePiece model's scores, recovered from the merges transformers derived from them: a piece
+  // scores minus the rank of the first merge that makes it (pieces no merge makes: far below).
+  std::map<std::string, int64_t> first_rank;
+  int64_t rank = 0;
+  for (const json& m : tj["model"]["merges"]) {
+    const std::string s = m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>();
+    const size_t sp = s.find(' ', 1);
+    first_rank.emplace(s.substr(0, sp) + s.substr(sp + 1), rank++);
+  }
+  const auto merged_score = [&](const std::string& piece) {
+    const auto it = first_rank.find(piece);
+    return it == first_rank.end() ? -1e9f : -static_cast<float>(it->second);
+  };
   std::vector<std::string> tokens(n);
   std::vector<int32_t> types(n, kNormal);
   std::vector<float> scores(n, 0.f);
@@ -48,7 +61,7 @@ std::string write_tokenizer_gguf(const std::string& name, const std::string& mod
     if (model == "llama") {
       if (tokens[id].size() == 6 && tokens[id].starts_with("<0x")) types[id] = kByte;
       if (tokens[id] == "<unk>") types[id] = kUnknown;
-      if (types[id] == kNormal) scores[id] = -static_cast<float>(id);
+      if (types[id] == kNormal) scores[id] = merged_score(tokens[id]);
     }
   }
   testing::GgufWriter w;
