@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../e2e/cli_run.h"
 #include "gguf_writer.h"
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
@@ -44,9 +45,9 @@ Tensor logits_of(const Model& m) {
   return m.forward(ids);
 }
 
-std::string write_gguf(const std::string& name, const testing::LlamaGgufOptions& o) {
+std::string write_gguf(const std::string& name, const testing::FolderGgufOptions& o) {
   const std::string path = testing::scratch_dir("gguf_import") + "/" + name + ".gguf";
-  testing::write_llama_gguf(llama(), path, o);
+  testing::write_folder_gguf(llama(), path, o);
   return path;
 }
 
@@ -92,6 +93,29 @@ TEST(GgufImport, F32IsTheSafetensorsModel) {
   // Rope: the factors give the same inverse frequencies within f32 rounding.
   const double err = relative_error(logits_of(*gg), logits_of(*st));
   EXPECT_LT(err, kRopeRounding);
+}
+
+TEST(GgufImport, Qwen3IsTheSafetensorsModel) {
+  // qwen3: q/k norms, a tied head, no q/k permutation (NeoX rope in llama.cpp), no rope_freqs.
+  const std::string dir = testing::fixtures_root() + "/models/qwen3";
+  const std::string path = testing::scratch_dir("gguf_qwen3") + "/qwen3.gguf";
+  testing::write_folder_gguf(dir, path, {});
+  const auto st = Model::load(dir, {.force_f32 = true});
+  const auto gg = Model::load(path);
+  EXPECT_EQ(gg->config().family, "qwen3");
+  EXPECT_TRUE(gg->config().qk_norm);
+  EXPECT_TRUE(gg->config().tie_embeddings);
+  std::map<std::string, Tensor> want;
+  st->for_each_param([&](const std::string& n, const Tensor& t, ParamRole, int) { want[n] = t; });
+  int n = 0;
+  gg->for_each_param([&](const std::string& name, const Tensor& t, ParamRole, int) {
+    EXPECT_TRUE(want.count(name) && same_bytes(t, want[name])) << name;
+    ++n;
+  });
+  EXPECT_EQ(n, static_cast<int>(want.size()));
+  NoGradGuard no_grad;
+  const Tensor ids = SafetensorsFile::open(dir + "/reference.safetensors").tensor("input_ids").to(DType::kI32);
+  EXPECT_EQ(relative_error(gg->forward(ids), st->forward(ids)), 0.0);  // the same weights and rope
 }
 
 TEST(GgufImport, UnpermutedQkWouldChangeTheLogits) {
@@ -198,6 +222,34 @@ TEST(GgufImport, MissingMetadataAndOtherArchitecturesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("nolayers.gguf: no metadata key 'llama.block_count'"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(GgufImport, CliInfoAndGenerateTakeTheFile) {
+  const std::string path = write_gguf("cli_q8", {.matrices = GgmlType::kQ8_0});
+  auto [code, info] = testing::run_lathe("info " + path);
+  ASSERT_EQ(code, 0) << info;
+  EXPECT_NE(info.find("family        llama"), std::string::npos) << info;
+  EXPECT_NE(info.find("int8: "), std::string::npos) << info;  // the Q8_0 Linears, held as int8
+  EXPECT_NE(info.find("Q8_0: 15"), std::string::npos) << info;  // 2 layers x 7 + the head, as stored
+  EXPECT_NE(info.find("tokenizer     none in the file"), std::string::npos) << info;
+  // Greedy ids: the file and the folder lathe quantize writes agree (same codes; the rope rounding above
+  // is far below a logit gap of this fixture's prompt).
+  const std::string dir = testing::scratch_dir("gguf_cli_int8");
+  quantize_checkpoint(llama(), dir, {.spec = parse_quant_spec("int8")});
+  const std::string args = " --prompt-ids 1,5,9,14 --max-tokens 8 --ignore-eos";
+  auto [code_a, a] = testing::run_lathe("generate " + path + args);
+  auto [code_b, b] = testing::run_lathe("generate " + dir + args);
+  ASSERT_EQ(code_a, 0) << a;
+  ASSERT_EQ(code_b, 0) << b;
+  EXPECT_EQ(a.substr(0, a.find('\n')), b.substr(0, b.find('\n')));
+  // --prompt needs a tokenizer: the error names the file and the alternative.
+  auto [code_p, p] = testing::run_lathe("generate " + path + " --prompt hi");
+  EXPECT_EQ(code_p, 1) << p;
+  EXPECT_NE(p.find(path + ": no tokenizer in the GGUF metadata"), std::string::npos) << p;
+  // A file that is not there, or not GGUF, is named.
+  auto [code_m, m] = testing::run_lathe("info " + path + ".missing.gguf");
+  EXPECT_NE(code_m, 0);
+  EXPECT_NE(m.find(path + ".missing.gguf"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "lathe/io/file_read.h"
 #include "lathe/io/gguf.h"
 #include "lathe/io/safetensors.h"
+#include "lathe/ref/quant.h"
 #include "lathe/tensor/dtype.h"
 
 namespace lathe::testing {
@@ -155,7 +156,9 @@ class GgufWriter {
   }
   // ggml-quants.c quantize_row_q4_0_ref: d = (the value of largest |x|) / -8, q = min(15, (int8)(x/d + 8.5));
   // byte j holds input j (low nibble) and input j + 16 (high nibble).
-  static void q4_0(const float* x, std::string& out) {
+  // (Compiled without FMA contraction, as ggml's C is: ref/quant.h says why.)
+  LATHE_QUANT_NO_FMA static void q4_0(const float* x, std::string& out) {
+    LATHE_QUANT_NO_FMA_BODY
     float amax = 0, max = 0;
     for (int j = 0; j < 32; ++j)
       if (amax < std::fabs(x[j])) {
@@ -177,8 +180,8 @@ class GgufWriter {
   std::vector<T> tensors_;
 };
 
-// What convert_hf_to_gguf.py (LlamaModel) and llama-quantize write for a Llama folder.
-struct LlamaGgufOptions {
+// What convert_hf_to_gguf.py (LlamaModel, Qwen3Model) and llama-quantize write for a folder.
+struct FolderGgufOptions {
   GgmlType matrices = GgmlType::kF32;  // every 2-D weight but the embedding
   GgmlType embedding = GgmlType::kF32;
   bool permute_qk = true;  // LlamaModel.permute (false: a file as a broken converter would write it)
@@ -219,28 +222,31 @@ inline std::vector<float> gguf_llama3_rope_factors(const nlohmann::json& hf) {
   return out;
 }
 
-// Writes the Llama folder `dir` (config.json + model.safetensors, f32) as a GGUF file at `path`.
-inline void write_llama_gguf(const std::string& dir, const std::string& path, const LlamaGgufOptions& o,
+// Writes the Llama or Qwen3 folder `dir` (config.json + model.safetensors, f32) as a GGUF file at `path`
+// (general.architecture = its model_type; only Llama's q/k rows are permuted, as convert_hf_to_gguf does).
+inline void write_folder_gguf(const std::string& dir, const std::string& path, const FolderGgufOptions& o,
                              const std::function<void(GgufWriter&)>& extra_metadata = {}) {
   const nlohmann::json hf = nlohmann::json::parse(read_file(dir + "/config.json"));
   const CheckpointReader ckpt = CheckpointReader::open_dir(dir);
   const int64_t heads = hf["num_attention_heads"], kv_heads = hf.value("num_key_value_heads", heads);
   const int64_t hidden = hf["hidden_size"];
   const int64_t head_dim = hf.value("head_dim", hidden / heads);
+  const std::string arch = hf["model_type"].get<std::string>(), k = arch + ".";
+  const bool permute = o.permute_qk && arch == "llama";
   GgufWriter w;
-  w.str("general.architecture", "llama");
+  w.str("general.architecture", arch);
   w.str("general.name", "lathe test fixture");
-  w.u32("llama.context_length", hf["max_position_embeddings"].get<uint32_t>());
-  w.u32("llama.embedding_length", static_cast<uint32_t>(hidden));
-  w.u32("llama.block_count", hf["num_hidden_layers"].get<uint32_t>());
-  w.u32("llama.feed_forward_length", hf["intermediate_size"].get<uint32_t>());
-  w.u32("llama.attention.head_count", static_cast<uint32_t>(heads));
-  w.u32("llama.attention.head_count_kv", static_cast<uint32_t>(kv_heads));
-  w.u32("llama.attention.key_length", static_cast<uint32_t>(head_dim));
-  w.u32("llama.attention.value_length", static_cast<uint32_t>(head_dim));
-  w.u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.f32("llama.rope.freq_base", hf.value("rope_theta", 10000.f));
-  w.f32("llama.attention.layer_norm_rms_epsilon", hf.value("rms_norm_eps", 1e-6f));
+  w.u32(k + "context_length", hf["max_position_embeddings"].get<uint32_t>());
+  w.u32(k + "embedding_length", static_cast<uint32_t>(hidden));
+  w.u32(k + "block_count", hf["num_hidden_layers"].get<uint32_t>());
+  w.u32(k + "feed_forward_length", hf["intermediate_size"].get<uint32_t>());
+  w.u32(k + "attention.head_count", static_cast<uint32_t>(heads));
+  w.u32(k + "attention.head_count_kv", static_cast<uint32_t>(kv_heads));
+  w.u32(k + "attention.key_length", static_cast<uint32_t>(head_dim));
+  w.u32(k + "attention.value_length", static_cast<uint32_t>(head_dim));
+  w.u32(k + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.f32(k + "rope.freq_base", hf.value("rope_theta", 10000.f));
+  w.f32(k + "attention.layer_norm_rms_epsilon", hf.value("rms_norm_eps", 1e-6f));
   w.u32("general.alignment", 32);
   if (extra_metadata) extra_metadata(w);
   const auto values = [&](const std::string& name) {
@@ -260,14 +266,16 @@ inline void write_llama_gguf(const std::string& dir, const std::string& path, co
                              {"self_attn.k_proj", "attn_k"},         {"self_attn.v_proj", "attn_v"},
                              {"self_attn.o_proj", "attn_output"},    {"post_attention_layernorm", "ffn_norm"},
                              {"mlp.gate_proj", "ffn_gate"},          {"mlp.up_proj", "ffn_up"},
-                             {"mlp.down_proj", "ffn_down"}};
+                             {"mlp.down_proj", "ffn_down"},          {"self_attn.q_norm", "attn_q_norm"},
+                             {"self_attn.k_norm", "attn_k_norm"}};
   for (int64_t l = 0; l < hf["num_hidden_layers"].get<int64_t>(); ++l)
     for (const auto& n : kNames) {
       const std::string src = "model.layers." + std::to_string(l) + "." + n[0] + ".weight";
+      if (!ckpt.contains(src)) continue;  // Qwen3's q/k norms only
       const Shape s = shape(src);
       std::vector<float> x = values(src);
-      if (o.permute_qk && std::string(n[1]) == "attn_q") x = gguf_permute_rows(x, s[0], s[1], heads);
-      if (o.permute_qk && std::string(n[1]) == "attn_k") x = gguf_permute_rows(x, s[0], s[1], kv_heads);
+      if (permute && std::string(n[1]) == "attn_q") x = gguf_permute_rows(x, s[0], s[1], heads);
+      if (permute && std::string(n[1]) == "attn_k") x = gguf_permute_rows(x, s[0], s[1], kv_heads);
       w.tensor("blk." + std::to_string(l) + "." + n[1] + ".weight", s, x, s.size() == 1 ? GgmlType::kF32 : o.matrices);
     }
   w.write(path);

@@ -254,6 +254,10 @@ GgufFile GgufFile::parse(const char* data, size_t size, const std::string& path,
     LATHE_CHECK_FORMAT(blk.elems > 0, path, ": ", what, " has unknown ggml type ", static_cast<uint32_t>(t.type));
     LATHE_CHECK_FORMAT(dims[0] % blk.elems == 0, path, ": ", what, " of type ", ggml_type_name(t.type),
                        " has rows of ", dims[0], " elements, not a multiple of its block of ", blk.elems);
+    // Bounded by the file before the product (a lying dimension must not wrap the byte count).
+    LATHE_CHECK_FORMAT(numel / blk.elems <= static_cast<int64_t>(size / static_cast<size_t>(blk.bytes)), path,
+                       ": truncated GGUF file: ", what, " (", ggml_type_name(t.type), ", ", numel,
+                       " elements) is larger than the file (", size, " bytes)");
     t.nbytes = static_cast<size_t>(numel / blk.elems * blk.bytes);
     t.offset = c.read<uint64_t>(what + " (offset)");
     LATHE_CHECK_FORMAT(t.offset % g.alignment_ == 0, path, ": ", what, " starts at data offset ", t.offset,
