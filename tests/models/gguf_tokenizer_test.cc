@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "gguf_writer.h"
+#include "lathe/base/error.h"
 #include "lathe/io/file_read.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/io/tokenizer/gguf_tokenizer.h"
@@ -130,6 +131,23 @@ TEST(GgufTokenizer, UnknownModelOrPreTokenizerIsNamed) {
     ADD_FAILURE();
   } catch (const NotImplemented& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.model 'bert' is not supported"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GgufTokenizer, InvalidUtf8IsAFormatError) {
+  testing::GgufWriter w;
+  w.str("tokenizer.ggml.model", "llama");
+  w.strings("tokenizer.ggml.tokens", {"<unk>", "a", "\xFF\xFE"});
+  w.f32s("tokenizer.ggml.scores", {0.f, -1.f, -2.f});
+  const std::string path = testing::scratch_dir("gguf_tok_utf8") + "/bad.gguf";
+  w.write(path);
+  try {
+    tokenizer::gguf_tokenizer_files(GgufFile::open(path));
+    ADD_FAILURE();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": the tokenizer metadata holds a string that is not valid UTF-8"),
+              std::string::npos)
+        << e.what();
   }
 }
 

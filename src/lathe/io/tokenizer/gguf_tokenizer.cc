@@ -236,9 +236,17 @@ TokenizerFiles gguf_tokenizer_files(const GgufFile& g) {
     config["chat_template"] = t->s;
   }
   TokenizerFiles f;
-  f.tokenizer_json = tok.dump();
+  try {
+    f.tokenizer_json = tok.dump();
+  } catch (const nlohmann::json::exception&) {  // a token or merge that is not UTF-8
+    throw FormatError(str_cat(g.path(), ": the tokenizer metadata holds a string that is not valid UTF-8"));
+  }
   f.tokenizer_json_name = g.path() + " (tokenizer.ggml.*)";
-  f.config_json = config.dump();
+  try {
+    f.config_json = config.dump();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError(str_cat(g.path(), ": a special token or the chat template is not valid UTF-8"));
+  }
   f.config_json_name = g.path() + " (tokenizer.ggml.*)";
   return f;
 }
