@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "../e2e/cli_run.h"
 #include "gguf_writer.h"
@@ -126,16 +127,19 @@ TEST(GgufImport, UnpermutedQkWouldChangeTheLogits) {
   EXPECT_GT(relative_error(logits_of(*gg), logits_of(*st)), 1e-2);
 }
 
-TEST(GgufImport, F16IsEachWeightRoundedToF16) {
+TEST(GgufImport, F16AndBF16AreEachWeightRounded) {
   const auto st = Model::load(llama(), {.force_f32 = true});
-  const auto gg = Model::load(write_gguf("f16", {.matrices = GgmlType::kF16, .embedding = GgmlType::kF16}));
-  for (const auto& [g, s] : linear_pairs(*gg, *st)) {
-    ASSERT_EQ(g->weight.dtype(), DType::kF16);  // kept as stored, like an f16 safetensors folder
-    EXPECT_TRUE(same_bytes(g->weight, s->weight.to(DType::kF16)));
+  for (const auto& [type, dtype, bits] : {std::tuple{GgmlType::kF16, DType::kF16, 11}, std::tuple{GgmlType::kBF16, DType::kBF16, 8}}) {
+    const auto gg = Model::load(write_gguf(ggml_type_name(type), {.matrices = type, .embedding = type}));
+    for (const auto& [g, s] : linear_pairs(*gg, *st)) {
+      ASSERT_EQ(g->weight.dtype(), dtype);  // kept as stored, like a 16-bit safetensors folder
+      EXPECT_TRUE(same_bytes(g->weight, s->weight.to(dtype))) << ggml_type_name(type);
+    }
+    EXPECT_TRUE(same_bytes(gg->weights().embed_tokens.weight, st->weights().embed_tokens.weight.to(dtype)));
+    // Logits: weights rounded to `bits` significant bits (relative error 2^-bits) through the 4 L + 1 = 9
+    // matmuls a token passes.
+    EXPECT_LT(relative_error(logits_of(*gg), logits_of(*st)), 9 * std::ldexp(1.0, -bits)) << ggml_type_name(type);
   }
-  EXPECT_TRUE(same_bytes(gg->weights().embed_tokens.weight, st->weights().embed_tokens.weight.to(DType::kF16)));
-  // Logits: f16 weights (relative rounding 2^-11) through the 4 L + 1 = 9 matmuls a token passes.
-  EXPECT_LT(relative_error(logits_of(*gg), logits_of(*st)), 9 * std::ldexp(1.0, -11));
 }
 
 TEST(GgufImport, Q8_0AndQ4_0AreLathesInt8AndInt4Codes) {

@@ -121,6 +121,7 @@ TEST(GgufReader, MagicVersionAndTensorTableAreChecked) {
   w.str("general.architecture", "llama");
   std::string img = w.image();
   EXPECT_NE(error_of("GGML" + img.substr(4)).find("not a GGUF file"), std::string::npos);
+  EXPECT_EQ(error_of(w.image(2)), "no error");  // version 2 has version 3's layout (3 added big-endian files)
   EXPECT_NE(error_of(w.image(1)).find("GGUF version 1 is not supported"), std::string::npos);
   EXPECT_NE(error_of(w.image(4)).find("GGUF version 4 is not supported"), std::string::npos);
   // A tensor of an unknown type, one whose rows are not whole blocks, one at a misaligned offset.

@@ -65,6 +65,11 @@ class GgufWriter {
         const f16 h = f32_to_f16(v);
         put(data, &h, 2);
       }
+    } else if (type == GgmlType::kBF16) {
+      for (float v : x) {
+        const bf16 h = f32_to_bf16(v);  // round to nearest even, as gguf-py's bf16 conversion
+        put(data, &h, 2);
+      }
     } else {
       for (size_t b = 0; b < x.size(); b += 32) (type == GgmlType::kQ8_0 ? q8_0 : q4_0)(&x[b], data);
     }
