@@ -21,11 +21,12 @@ namespace lathe::cli {
 const CommandSpec& chat_spec() {
   static const CommandSpec spec{
       .name = "chat",
-      .usage = "MODEL_DIR [options]",
+      .usage = "MODEL_DIR|FILE.gguf [options]",
       .brief = "chat with a model in the terminal, with its chat template",
       .summary = "Reads user messages from stdin, one per line, renders the conversation with the chat template\n"
                  "of MODEL_DIR's tokenizer_config.json and streams each answer. /reset starts over, /exit or\n"
-                 "end of input quits, Ctrl-C stops the current answer.\n",
+                 "end of input quits, Ctrl-C stops the current answer. A GGUF file's template is its\n"
+                 "tokenizer.chat_template (docs/gguf.md).\n",
       .options = with_sampling_options(
           {{"--system", "TEXT", "a system message at the start of every conversation"},
            {"--max-tokens", "N", "new tokens per answer at most, >= 1 (default: 512)"}},

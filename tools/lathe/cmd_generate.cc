@@ -16,12 +16,12 @@ namespace lathe::cli {
 const CommandSpec& generate_spec() {
   static const CommandSpec spec{
       .name = "generate",
-      .usage = "MODEL_DIR (--prompt TEXT | --prompt-ids 1,2,3) [options]",
+      .usage = "MODEL_DIR|FILE.gguf (--prompt TEXT | --prompt-ids 1,2,3) [options]",
       .brief = "generate text (or token ids) with the KV cache (greedy by default)",
       .summary = "Generates with the KV cache (greedy unless --temperature > 0). With --prompt, the text is encoded\n"
                  "with MODEL_DIR's tokenizer.json and the completion is streamed as text after the prompt; with\n"
                  "--prompt-ids, the prompt and generated ids are printed on one line. Prefill and decode speed\n"
-                 "go to stderr.\n",
+                 "go to stderr. A GGUF file (llama.cpp's format, docs/gguf.md) brings its tokenizer in its metadata.\n",
       .options = with_sampling_options(
           {{"--prompt", "TEXT", "prompt text, encoded with the folder's tokenizer (special tokens as it adds them)"},
            {"--prompt-ids", "IDS", "prompt token ids, e.g. 1,2,3"},

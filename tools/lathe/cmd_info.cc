@@ -1,8 +1,11 @@
-// lathe info MODEL_DIR: what a checkpoint is, without running it.
+// lathe info MODEL_DIR|FILE.gguf: what a checkpoint is, without running it.
 #include <cstdio>
 #include <map>
 
 #include "args.h"
+#include "lathe/io/gguf.h"
+#include "lathe/io/tokenizer/gguf_tokenizer.h"
+#include "lathe/models/gguf_import.h"
 #include "lathe/models/model.h"
 
 namespace lathe::cli {
@@ -10,13 +13,45 @@ namespace lathe::cli {
 const CommandSpec& info_spec() {
   static const CommandSpec spec{
       .name = "info",
-      .usage = "MODEL_DIR",
-      .brief = "family, parameter count, dtypes and memory of a Hugging Face model folder",
+      .usage = "MODEL_DIR|FILE.gguf",
+      .brief = "family, parameter count, dtypes and memory of a Hugging Face model folder or a GGUF file",
       .summary = "Prints the family, the parameter count, dtypes, in-memory weight size, shape and KV-cache size\n"
-                 "per token of a Hugging Face model folder.\n",
+                 "per token of a Hugging Face model folder or a GGUF file (then also its version, tensor types,\n"
+                 "tokenizer and main metadata: docs/gguf.md).\n",
       .options = {}};
   return spec;
 }
+
+namespace {
+
+// The GGUF file's own view: version, tensor types as stored, tokenizer, and the metadata a user checks.
+void print_gguf_summary(const GgufFile& g) {
+  std::map<std::string, int> by_type;
+  for (const GgufTensorInfo& t : g.tensors()) ++by_type[ggml_type_name(t.type)];
+  std::printf("gguf          version %u, %zu tensors (", g.version(), g.tensors().size());
+  bool first = true;
+  for (const auto& [type, n] : by_type) {
+    std::printf("%s%s: %d", first ? "" : ", ", type.c_str(), n);
+    first = false;
+  }
+  std::printf("), %zu metadata keys\n", g.keys().size());
+  if (tokenizer::gguf_has_tokenizer(g)) {
+    const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+    std::printf("tokenizer     %s%s, %zu tokens%s\n", g.string("tokenizer.ggml.model").c_str(),
+                g.find("tokenizer.ggml.pre") ? (" (pre " + g.string("tokenizer.ggml.pre") + ")").c_str() : "",
+                tokens->array_size(), g.find("tokenizer.chat_template") ? ", chat template" : "");
+  } else {
+    std::printf("tokenizer     none in the file\n");
+  }
+  for (const char* key : {"general.name", "general.architecture", "general.file_type", "general.quantization_version"}) {
+    const GgufValue* v = g.find(key);
+    if (!v) continue;
+    if (v->type == GgufType::kString) std::printf("%-13s %s\n", key + 8, v->s.c_str());
+    else if (v->is_integer()) std::printf("%-13s %lld\n", key + 8, static_cast<long long>(v->i));
+  }
+}
+
+}  // namespace
 
 int cmd_info(int argc, char** argv) {
   const Args a = Args::parse(argc, argv, 2, info_spec());
@@ -63,6 +98,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("tied head     %s\n", !c.tie_embeddings               ? "no"
                                    : m->weights().lm_head.quant.defined() ? "yes (quantised copy beside the table)"
                                                                           : "yes");
+  if (is_gguf_path(a.positional[0])) print_gguf_summary(GgufFile::open(a.positional[0]));
   return 0;
 }
 

@@ -26,14 +26,15 @@ namespace lathe::cli {
 const CommandSpec& serve_spec() {
   static const CommandSpec spec{
       .name = "serve",
-      .usage = "MODEL_DIR [options]",
+      .usage = "MODEL_DIR|FILE.gguf [options]",
       .brief = "serve a model over the OpenAI HTTP API (completions, chat completions, /metrics)",
       .summary = "Serves MODEL_DIR (weights, tokenizer.json and its chat template) on POST /v1/completions and\n"
                  "/v1/chat/completions (streaming with stream: true), GET /v1/models, /health and /metrics.\n"
                  "Prints the KV cache's capacity and the address it listens on. SIGTERM or SIGINT drains: new\n"
                  "requests get 503, those in flight finish (a second signal stops at once), then it exits 0.\n"
                  "--lora NAME=PATH serves PEFT LoRA adapters beside the base in the same engine: a request picks\n"
-                 "one with \"model\": NAME (the base by its served name); one batch mixes adapters.\n",
+                 "one with \"model\": NAME (the base by its served name); one batch mixes adapters.\n"
+                 "A GGUF file (docs/gguf.md) brings its weights, tokenizer and chat template in one file.\n",
       .options = {
           {"--host", "ADDR", "IP address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)"},
           {"--port", "N", "TCP port; 0 = any free port, printed at start (default: 8000)"},

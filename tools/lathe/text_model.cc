@@ -6,6 +6,9 @@
 
 #include "lathe/base/error.h"
 #include "lathe/io/file_read.h"
+#include "lathe/io/gguf.h"
+#include "lathe/io/tokenizer/gguf_tokenizer.h"
+#include "lathe/models/gguf_import.h"
 
 namespace lathe::cli {
 namespace fs = std::filesystem;
@@ -29,15 +32,26 @@ void add_generation_eos(const nlohmann::json& gen, std::vector<int>& ids) {
 }  // namespace
 
 TextModel load_text_model(const std::string& dir, const LoadOptions& opts) {
-  const fs::path tok_path = fs::path(dir) / "tokenizer.json";
-  LATHE_CHECK_ARG(fs::exists(tok_path), dir, ": no tokenizer.json (give token ids with --prompt-ids instead)");
   TextModel m;
-  m.model = Model::load(dir, opts);
-  m.tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
-  const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    m.tokenizer_config = read_ordered_json_object_file(config_path.string());
-    m.tokenizer_config.erase("added_tokens_decoder");  // large and never read by templates
+  if (is_gguf_path(dir)) {
+    // A GGUF file carries its tokenizer in its metadata (tokenizer.ggml.*).
+    const GgufFile g = GgufFile::open(dir);
+    LATHE_CHECK_ARG(tokenizer::gguf_has_tokenizer(g), dir,
+                    ": no tokenizer in the GGUF metadata (give token ids with --prompt-ids instead)");
+    tokenizer::TokenizerFiles files = tokenizer::gguf_tokenizer_files(g);
+    m.tokenizer_config = nlohmann::ordered_json::parse(files.config_json);
+    m.tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_files(std::move(files)));
+    m.model = Model::load(dir, opts);
+  } else {
+    const fs::path tok_path = fs::path(dir) / "tokenizer.json";
+    LATHE_CHECK_ARG(fs::exists(tok_path), dir, ": no tokenizer.json (give token ids with --prompt-ids instead)");
+    m.model = Model::load(dir, opts);
+    m.tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(dir));
+    const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
+    if (fs::exists(config_path)) {
+      m.tokenizer_config = read_ordered_json_object_file(config_path.string());
+      m.tokenizer_config.erase("added_tokens_decoder");  // large and never read by templates
+    }
   }
   const int64_t vocab = m.model->config().vocab_size;
   LATHE_CHECK_ARG(m.tok->vocab_size() <= vocab, dir, ": the tokenizer has ", m.tok->vocab_size(),

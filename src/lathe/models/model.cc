@@ -1,9 +1,9 @@
 // Model loading (validated against the config, zero-copy where possible), saving, and the heads.
 #include "lathe/models/model.h"
 
+#include <array>
 #include <filesystem>
 #include <map>
-#include <array>
 #include <optional>
 #include <set>
 
@@ -15,7 +15,10 @@
 #include "lathe/io/file_read.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
+#include "lathe/io/gguf.h"
 #include "lathe/models/family.h"
+#include "lathe/models/gguf_import.h"
+#include "lathe/models/tensor_source.h"
 #include "lathe/nn/linear.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/cross_entropy.h"
@@ -76,11 +79,6 @@ std::optional<QuantSpec> checkpoint_head_spec(const json& hf, const std::optiona
   return parse_quant_spec(qc["lm_head_format"].get<std::string>());
 }
 
-// The checkpoint names of a quantised Linear weight "X.weight": its codes (X.weight), scales and mins.
-std::string quant_stem(const std::string& weight_name) {
-  return weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) : weight_name;
-}
-
 }  // namespace
 
 // Parses config.json text into the model's config (parse_model_config: the family, then validation).
@@ -90,73 +88,100 @@ void Model::parse_config_text(const std::string& text, const std::string& where)
   inv_freq_ = rotary_tables(cfg_);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& opts) {
-  const fs::path root(dir);
-  LATHE_CHECK_ARG(fs::is_directory(root), dir, ": not a directory (expected a Hugging Face model folder)");
-  const fs::path config_path = root / "config.json";
-  LATHE_CHECK_ARG(fs::exists(fs::symlink_status(config_path)), dir, ": no config.json");
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
-  m->parse_config_text(read_file(config_path.string()), config_path.string());
-  const Family& fam = find_family(m->cfg_.hf_config);
-  const fs::path gen_path = root / "generation_config.json";
-  if (fs::exists(fs::symlink_status(gen_path))) {
-    m->generation_config_text_ = read_file(gen_path.string());  // kept to be written back byte for byte
-    m->generation_config_ = parse_json_object(m->generation_config_text_, gen_path.string());
+  std::unique_ptr<TensorSource> source;
+  if (is_gguf_path(path)) {
+    // A llama.cpp GGUF file (models/gguf_import.h): its metadata as config.json, its tensors renamed.
+    auto g = std::make_shared<const GgufFile>(GgufFile::open(path));
+    m->parse_config_text(gguf_config_json(*g), path);
+    // llama.cpp's rope_freqs (Llama 3 scaling as convert_hf_to_gguf writes it) divides each frequency.
+    const std::vector<float> factors = gguf_rope_freq_factors(*g);
+    for (std::vector<float>& inv : m->inv_freq_) {
+      LATHE_CHECK_ARG(factors.empty() || factors.size() == inv.size(), path, ": rope_freqs.weight has ", factors.size(),
+                      " entries; the rotary dimension needs ", inv.size());
+      for (size_t i = 0; i < factors.size(); ++i) {
+        LATHE_CHECK_ARG(factors[i] > 0.f, path, ": rope_freqs.weight[", i, "] must be > 0, got ", factors[i]);
+        inv[i] = inv[i] / factors[i];
+      }
+    }
+    source = std::make_unique<GgufTensors>(std::move(g), m->cfg_);
+  } else {
+    const std::string& dir = path;
+    const fs::path root(dir);
+    LATHE_CHECK_ARG(fs::is_directory(root), dir,
+                    ": not a directory (expected a Hugging Face model folder or a .gguf file)");
+    const fs::path config_path = root / "config.json";
+    LATHE_CHECK_ARG(fs::exists(fs::symlink_status(config_path)), dir, ": no config.json");
+    m->parse_config_text(read_file(config_path.string()), config_path.string());
+    const fs::path gen_path = root / "generation_config.json";
+    if (fs::exists(fs::symlink_status(gen_path))) {
+      m->generation_config_text_ = read_file(gen_path.string());  // kept to be written back byte for byte
+      m->generation_config_ = parse_json_object(m->generation_config_text_, gen_path.string());
+    }
+    const std::optional<QuantSpec> qspec = checkpoint_quant_spec(m->cfg_.hf_config, config_path.string());
+    auto folder = std::make_unique<FolderTensors>(dir, qspec, checkpoint_head_spec(m->cfg_.hf_config, qspec));
+    const Family& fam = find_family(m->cfg_.hf_config);
+    if (fam.read_checkpoint_layout) fam.read_checkpoint_layout(folder->reader(), m->cfg_);
+    source = std::move(folder);
   }
-
-  CheckpointReader ckpt = CheckpointReader::open_dir(dir);
-  if (fam.read_checkpoint_layout) fam.read_checkpoint_layout(ckpt, m->cfg_);
-  m->w_.layers.resize(m->cfg_.n_layers);
-  m->bindings_ = fam.bindings(m->cfg_, m->w_);
+  const TensorSource& src = *source;
+  const Family& fam = find_family(m->cfg_.hf_config);
+  const ModelConfig& cfg = m->cfg_;
+  ModelWeights& w = m->w_;
+  w.layers.resize(cfg.n_layers);
+  m->bindings_ = fam.bindings(m->cfg_, w);
+  const std::vector<TensorBinding>& bindings = m->bindings_;
 
   // Widen what the kernels only take in f32: 1-D tensors and stacked experts (copied anyway). 2-D bf16
   // and f16 matrices stay as stored (every op reading a matrix takes them: linear, embedding, the chunked
   // head).
-  const auto widened = [&](const Shape& shape) {
-    return opts.force_f32 || shape.size() == 1 || m->cfg_.n_experts > 0;
-  };
+  const auto widened = [&](const Shape& shape) { return opts.force_f32 || shape.size() == 1 || cfg.n_experts > 0; };
+  // The Linears stored quantised (codes + scales (+ mins)) take the quant slot (or, with force_f32, the f32
+  // weight those codes stand for). Read first: the arena's size counts their planes.
+  std::map<const Tensor*, Linear*> linear_of;
+  for_each_linear_module(w, [&](Linear& l) { linear_of[&l.weight] = &l; });
+  std::map<std::string, QuantWeight> quants;
+  for (const TensorBinding& b : bindings) {
+    if (!src.contains(b.name)) continue;
+    const bool linear = b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2;
+    std::optional<QuantWeight> q = src.quant_weight(b.name, linear);
+    if (!q) continue;
+    q->out = b.shape[0];
+    q->in = b.shape[1];
+    q->check(str_cat(src.file_of(b.name), ": '", b.name, "'"));
+    quants.emplace(b.name, std::move(*q));
+  }
+  // A tied LM head stored quantised beside its float embedding (lathe quantize): the head reads the codes,
+  // the token lookup the float table.
+  std::optional<QuantWeight> tied_head;
+  if (cfg.tie_embeddings && src.contains("lm_head.weight")) {
+    tied_head = src.quant_weight("lm_head.weight", true);
+    if (tied_head) {
+      tied_head->out = cfg.vocab_size;
+      tied_head->in = cfg.hidden;
+      tied_head->check(str_cat(src.file_of("lm_head.weight"), ": 'lm_head.weight'"));
+    }
+  }
   // Each binding's tensors are copied into the arena as soon as they are loaded, so a converted
   // temporary lives for one tensor only.
   std::optional<HugePageArena> arena;
-  const std::optional<QuantSpec> qspec = checkpoint_quant_spec(m->cfg_.hf_config, config_path.string());
   if (!opts.map_in_place) {
-    size_t bytes = weight_arena_bytes(m->bindings_, [&](const TensorBinding& b) {
-      return !ckpt.contains(b.name) || widened(b.shape) ? DType::kF32 : ckpt.entry(b.name).dtype;
+    size_t bytes = weight_arena_bytes(bindings, [&](const TensorBinding& b) {
+      if (quants.count(b.name)) return opts.force_f32 ? DType::kF32 : DType::kU8;  // codes (an upper bound)
+      return !src.contains(b.name) || widened(b.shape) ? DType::kF32 : src.dtype(b.name);
     });
-    // A quantised weight's codes are counted above (its 1-byte dtype); its scales and mins come on top.
-    for (const TensorBinding& b : m->bindings_)
-      for (const char* part : {".scales", ".mins"}) {
-        const std::string name = quant_stem(b.name) + part;
-        if (!qspec || !ckpt.contains(name)) continue;
-        const size_t n = static_cast<size_t>(shape_numel(ckpt.entry(name).shape));
-        bytes += HugePageArena::footprint(n * sizeof(f16)) + HugePageArena::kAlignment;
-      }
+    // A quantised weight's scales and mins come on top of its codes.
+    for (const auto& [name, q] : quants)
+      for (const Tensor* t : {&q.scales, &q.mins})
+        if (t->defined()) bytes += HugePageArena::footprint(t->nbytes()) + HugePageArena::kAlignment;
     // A tied head stored quantised has no binding of its own.
-    if (qspec && m->cfg_.tie_embeddings && ckpt.contains("lm_head.scales"))
-      for (const char* name : {"lm_head.weight", "lm_head.scales", "lm_head.mins"})
-        if (ckpt.contains(name))
-          bytes += HugePageArena::footprint(ckpt.entry(name).end - ckpt.entry(name).begin) + HugePageArena::kAlignment;
+    if (tied_head)
+      for (const Tensor* t : {&tied_head->codes, &tied_head->scales, &tied_head->mins})
+        if (t->defined()) bytes += HugePageArena::footprint(t->nbytes()) + HugePageArena::kAlignment;
     arena.emplace(bytes);
   }
-  std::set<std::string> used;
-  // A quantised checkpoint: the Linears whose weight is stored as codes + scales (+ mins) take the quant
-  // slot (or, with force_f32, the f32 weight those codes stand for). The LM head may have its own format
-  // (quantization_config.lm_head_format: 4-bit checkpoints keep an int8 head by default).
-  const auto load_quant = [&](const std::string& name, const Shape& shape, const QuantSpec& spec, Linear& lin) {
-    const std::string stem = quant_stem(name);
-    QuantWeight q;
-    q.spec = spec;
-    q.out = shape[0];
-    q.in = shape[1];
-    q.codes = ckpt.tensor(name);
-    q.scales = ckpt.tensor(stem + ".scales");
-    if (quant_has_mins(spec.format)) {
-      LATHE_CHECK_ARG(ckpt.contains(stem + ".mins"), ckpt.file_of(name), ": no '", stem, ".mins' (format ",
-                      quant_spec_name(spec), " stores a minimum per group)");
-      q.mins = ckpt.tensor(stem + ".mins");
-      used.insert(stem + ".mins");
-    }
-    q.check(str_cat(ckpt.file_of(name), ": '", name, "'"));
+  const auto install = [&](QuantWeight& q, Linear& lin) {
     if (opts.force_f32) {
       lin.weight = dequantize_weight(q);
       if (arena) move_into_arena(std::span<Tensor* const>(std::array{&lin.weight}), *arena);
@@ -168,44 +193,36 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
       lin.weight = Tensor();
       lin.quant = std::move(q);
     }
-    used.insert(name);
-    used.insert(stem + ".scales");
   };
-  const std::optional<QuantSpec> head_spec = checkpoint_head_spec(m->cfg_.hf_config, qspec);
-  std::map<const Tensor*, Linear*> linear_of;
-  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
-  for (const TensorBinding& b : m->bindings_) {
-    if (!qspec || !ckpt.contains(quant_stem(b.name) + ".scales")) continue;
-    LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
-                    ckpt.file_of(b.name), ": '", b.name,
-                    "' is stored quantised, but only a plain Linear weight can be");
-    load_quant(b.name, b.shape, b.name == "lm_head.weight" ? *head_spec : *qspec, *linear_of[b.slots[0]]);
+  for (const TensorBinding& b : bindings) {
+    const auto it = quants.find(b.name);
+    if (it != quants.end()) install(it->second, *linear_of[b.slots[0]]);
   }
-  // A tied LM head stored quantised beside its float embedding (lathe quantize): the head reads the codes,
-  // the token lookup the float table.
-  const bool quant_tied_head = qspec && m->cfg_.tie_embeddings && ckpt.contains("lm_head.scales");
-  if (quant_tied_head)
-    load_quant("lm_head.weight", {m->cfg_.vocab_size, m->cfg_.hidden}, *head_spec, m->w_.lm_head);
-  for (const TensorBinding& b : m->bindings_) {
-    if (used.count(b.name)) continue;
-    LATHE_CHECK_ARG(ckpt.contains(b.name), dir, ": missing tensor '", b.name, "' (", m->cfg_.architecture,
-                    " with this config.json needs it)");
-    Tensor src = ckpt.tensor(b.name);
-    LATHE_CHECK_ARG(dtype_is_float(src.dtype()), ckpt.file_of(b.name), ": tensor '", b.name, "' has dtype ",
-                    dtype_name(src.dtype()), "; weights must be F32, BF16 or F16");
-    if (widened(src.shape())) src = src.to(DType::kF32);
+  std::set<std::string> used;
+  if (tied_head) {
+    install(*tied_head, w.lm_head);
+    used.insert("lm_head.weight");
+  }
+  for (const TensorBinding& b : bindings) {
+    used.insert(b.name);
+    if (quants.count(b.name)) continue;
+    LATHE_CHECK_ARG(src.contains(b.name), src.where(), ": missing tensor '", b.name, "' (", cfg.architecture,
+                    " with this config needs it)");
+    Tensor t = src.tensor(b.name);
+    LATHE_CHECK_ARG(dtype_is_float(t.dtype()), src.file_of(b.name), ": tensor '", b.name, "' has dtype ",
+                    dtype_name(t.dtype()), "; weights must be F32, BF16 or F16");
+    if (widened(t.shape())) t = t.to(DType::kF32);
     try {
-      b.load(src);
+      b.load(t);
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(str_cat(ckpt.file_of(b.name), ": ", e.what()));
+      throw InvalidArgument(str_cat(src.file_of(b.name), ": ", e.what()));
     }
     if (arena) move_into_arena(b.slots, *arena);
-    used.insert(b.name);
   }
-  for (const std::string& name : ckpt.names())
-    LATHE_CHECK_ARG(used.count(name) || ignorable(name, m->cfg_), ckpt.file_of(name), ": unexpected tensor '", name,
-                    "' (not part of ", m->cfg_.architecture, " with this config.json)");
-  if (m->cfg_.tie_embeddings && !quant_tied_head) m->w_.lm_head.weight = m->w_.embed_tokens.weight;
+  for (const std::string& name : src.names())
+    LATHE_CHECK_ARG(used.count(name) || ignorable(name, cfg), src.file_of(name), ": unexpected tensor '", name,
+                    "' (not part of ", cfg.architecture, " with this config)");
+  if (cfg.tie_embeddings && !tied_head) w.lm_head.weight = w.embed_tokens.weight;
   return m;
 }
 
