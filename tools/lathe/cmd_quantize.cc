@@ -12,7 +12,7 @@ namespace lathe::cli {
 const CommandSpec& quantize_spec() {
   static const CommandSpec spec{
       .name = "quantize",
-      .usage = "IN_DIR OUT_DIR --format int8|int4|int4-g32|int4-g64|int4-g128 [options]",
+      .usage = "IN_DIR OUT_DIR --format int8|int4|int4-g32|int4-g64|int4-g128|nf4 [options]",
       .brief = "write a model folder with its Linear weights quantised (int8 or int4 groups)",
       .summary =
           "Writes OUT_DIR (new or empty) as a Hugging Face folder: IN_DIR's tensors with every plain Linear\n"
@@ -21,7 +21,7 @@ const CommandSpec& quantize_spec() {
           "128), the rest as stored, and config.json with a quantization_config. Embeddings, norms, MoE\n"
           "experts, a tied LM head and GPT-2's transposed Conv1D weights stay as they are. Layout:\n"
           "docs/quantization.md.\n",
-      .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64 or int4-g128 (required)"},
+      .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64, int4-g128 or nf4 (bitsandbytes layout) (required)"},
                   {"--skip", "A,B",
                    "modules to keep unquantised: a path or its last parts (lm_head, down_proj, ...); repeatable", true},
                   {"--threads", "N", "worker threads; 0 = LATHE_NUM_THREADS, else all cores (default: 0)"}}};

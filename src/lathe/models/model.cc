@@ -15,6 +15,7 @@
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/family.h"
+#include "lathe/models/nf4_checkpoint.h"
 #include "lathe/nn/linear.h"
 #include "lathe/ops/cast.h"
 #include "lathe/ops/cross_entropy.h"
@@ -58,6 +59,8 @@ std::optional<QuantSpec> checkpoint_quant_spec(const json& hf, const std::string
   if (!hf.contains("quantization_config") || hf["quantization_config"].is_null()) return std::nullopt;
   const json& qc = hf["quantization_config"];
   const std::string method = qc.is_object() ? qc.value("quant_method", std::string()) : std::string();
+  // bitsandbytes NF4 (validated by check_quantization_config); the blocksize is each tensor's quant_state's.
+  if (method == "bitsandbytes") return QuantSpec{QuantFormat::kNf4, 64};
   LATHE_CHECK_ARG(method == "lathe", where, ": quantization_config.quant_method '", method,
                   "' is not supported (lathe reads the layout `lathe quantize` writes: quant_method \"lathe\", "
                   "docs/quantization.md)");
@@ -128,8 +131,25 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   std::map<const Tensor*, Linear*> linear_of;
   for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
   for (const TensorBinding& b : m->bindings_) {
+    if (!qspec || qspec->format != QuantFormat::kNf4 || !ckpt.contains(b.name + ".absmax")) continue;
+    LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
+                    ckpt.file_of(b.name), ": '", b.name, "' is stored as NF4, but only a plain Linear weight can be");
+    Linear& lin = *linear_of[b.slots[0]];
+    QuantWeight q = read_nf4_weight(ckpt, b.name, b.shape, used);
+    if (opts.force_f32) {
+      lin.weight = dequantize_weight(q);
+      if (arena) move_into_arena(b.slots, *arena);
+    } else {
+      if (arena) {
+        Tensor* parts[] = {&q.codes, &q.scales};
+        move_into_arena(std::span<Tensor* const>(parts, 2), *arena);
+      }
+      lin.quant = std::move(q);
+    }
+  }
+  for (const TensorBinding& b : m->bindings_) {
     const std::string stem = quant_stem(b.name);
-    if (!qspec || !ckpt.contains(stem + ".scales")) continue;
+    if (!qspec || qspec->format == QuantFormat::kNf4 || !ckpt.contains(stem + ".scales")) continue;
     LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
                     ckpt.file_of(b.name), ": '", b.name,
                     "' is stored quantised, but only a plain Linear weight can be");

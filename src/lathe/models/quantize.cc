@@ -10,6 +10,7 @@
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/model.h"
+#include "lathe/models/nf4_checkpoint.h"
 #include "lathe/ops/quant_linear.h"
 
 namespace lathe {
@@ -25,7 +26,34 @@ bool is_rewritten(const std::string& name) {
   return name == "config.json";
 }
 
+// lathe's own quantization_config (docs/quantization.md).
+nlohmann::json lathe_quantization_config(const QuantSpec& spec, const std::vector<std::string>& kept) {
+  return {{"quant_method", "lathe"},
+          {"format", quant_spec_name(spec)},
+          {"group_size", spec.group},
+          {"bits", spec.format == QuantFormat::kInt8 ? 8 : 4},
+          {"symmetric", spec.format != QuantFormat::kInt4Asym},
+          {"modules_not_converted", kept}};
+}
+
 }  // namespace
+
+int quantize_decoder_linears(Model& model, const QuantSpec& spec) {
+  check_quant_spec(spec);
+  NoGradGuard no_grad;
+  int n = 0;
+  for (DecoderLayer& layer : model.weights().layers)
+    for (Linear* l : {&layer.self_attn.q_proj, &layer.self_attn.k_proj, &layer.self_attn.v_proj,
+                      &layer.self_attn.o_proj, &layer.mlp.gate_proj, &layer.mlp.up_proj, &layer.mlp.down_proj}) {
+      if (!l->weight.defined()) continue;  // already quantised, or absent (MoE layers)
+      LATHE_CHECK_ARG(!l->weight.requires_grad(), "[quantize] a Linear weight that trains cannot be quantised");
+      l->quant = quantize_weight(l->weight, spec);
+      l->weight = Tensor();
+      l->bf16 = Tensor();
+      ++n;
+    }
+  return n;
+}
 
 bool quant_module_matches(const std::string& module, const std::string& pattern) {
   return !pattern.empty() && (module == pattern || (module.size() > pattern.size() && module.ends_with("." + pattern)));
@@ -58,7 +86,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     } else if (b.shape.size() != 2) {
       report.kept.push_back(module + ": not 2-D");
     } else {
-      LATHE_CHECK_ARG(b.shape[1] % opts.spec.group == 0, in_dir, ": '", b.name, "' ", shape_str(b.shape),
+      LATHE_CHECK_ARG(opts.spec.format == QuantFormat::kNf4 || b.shape[1] % opts.spec.group == 0, in_dir, ": '", b.name, "' ", shape_str(b.shape),
                       ": its input size ", b.shape[1], " is not a multiple of the group size ", opts.spec.group,
                       " of format ", quant_spec_name(opts.spec), " (pass --skip ", module,
                       " to keep it, or pick a format whose group divides it)");
@@ -79,25 +107,25 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
       continue;
     }
     const QuantWeight q = quantize_weight(t, opts.spec);
+    report.bytes_out += q.nbytes();
+    ++report.n_quantized;
+    if (opts.spec.format == QuantFormat::kNf4) {  // bitsandbytes' tensors (models/nf4_checkpoint.h)
+      append_nf4_tensors(name, q, tensors);
+      continue;
+    }
     tensors.push_back({name, q.codes});
     tensors.push_back({it->second + ".scales", q.scales});
     if (q.mins.defined()) tensors.push_back({it->second + ".mins", q.mins});
-    report.bytes_out += q.nbytes();
-    ++report.n_quantized;
   }
   fs::create_directories(out_dir);
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 
   nlohmann::json config = model->config().hf_config;
-  nlohmann::json qc = {{"quant_method", "lathe"},
-                       {"format", quant_spec_name(opts.spec)},
-                       {"group_size", opts.spec.group},
-                       {"bits", opts.spec.format == QuantFormat::kInt8 ? 8 : 4},
-                       {"symmetric", opts.spec.format != QuantFormat::kInt4Asym}};
-  nlohmann::json kept = nlohmann::json::array();
+  std::vector<std::string> kept;
   for (const std::string& k : report.kept) kept.push_back(k.substr(0, k.find(':')));
-  qc["modules_not_converted"] = kept;
-  config["quantization_config"] = qc;
+  config["quantization_config"] = opts.spec.format == QuantFormat::kNf4
+                                      ? bnb_nf4_quantization_config(config.value("torch_dtype", "float32"), kept)
+                                      : lathe_quantization_config(opts.spec, kept);
   write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
   for (const auto& entry : fs::directory_iterator(in_dir)) {
     const std::string leaf = entry.path().filename().string();

@@ -14,7 +14,11 @@
 namespace lathe::cpu {
 namespace {
 
-QuantGemvFn gemv_for(CpuTier tier) {
+QuantGemvFn gemv_for(CpuTier tier, const QuantMatrix& w) {
+  if (w.spec.format == QuantFormat::kNf4) {
+    if (w.k % w.spec.group != 0) return quant_gemv_scalar;  // rows that do not start a block
+    return tier == CpuTier::kAvx512 ? nf4_gemv_avx512 : tier == CpuTier::kAvx2 ? nf4_gemv_avx2 : quant_gemv_scalar;
+  }
   switch (tier) {
     case CpuTier::kAvx512:
       return quant_gemv_avx512;
@@ -48,9 +52,25 @@ void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const
                      bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kQuantGemvMaxM) return gemm_panels(m, x, ldx, w, y, ldy, accumulate, pool);
-  const QuantGemvFn fn = gemv_for(tier);
+  const QuantGemvFn fn = gemv_for(tier, w);
   for_column_chunks(w.n, w.k, pool,
                     [&](int64_t j0, int64_t j1) { fn(static_cast<int>(m), x, ldx, w, j0, j1, y, ldy, accumulate); });
+}
+
+void quant_gemm_dx(int64_t m, const float* dy, int64_t lddy, const QuantMatrix& w, float* dx, int64_t lddx,
+                   bool accumulate, const ThreadPool& pool) {
+  if (m <= 0 || w.k <= 0) return;
+  const int64_t rows = std::min(kPanelRows, w.n);
+  const std::shared_ptr<void> buf = current_context().alloc.allocate(static_cast<size_t>(rows * w.k) * sizeof(float));
+  float* panel = static_cast<float*>(buf.get());
+  for (int64_t j0 = 0; j0 < w.n; j0 += rows) {
+    const int64_t nb = std::min(rows, w.n - j0);
+    pool.parallel_for(nb, [&](int64_t r, int) { quant_dequantize_rows(w, j0 + r, j0 + r + 1, panel + r * w.k); });
+    // dx (+)= dy[:, j0:j0+nb] · panel [nb, k]; the first panel writes (or adds to) dx, the others add.
+    const bool add = accumulate || j0 > 0;
+    gemm(GemmArgs<float, float>{false, false, m, w.k, nb, dy + j0, lddy, panel, w.k, dx, lddx, 1.f, add ? 1.f : 0.f},
+         pool);
+  }
 }
 
 bool quant_cpu_has_vnni() {
@@ -87,7 +107,7 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
   // format at M = 1, 4 and 16 on Zen 5 (1.8-2.5x at M = 1, 3.5-4.3x at M = 16, 1 thread: docs/benchmarks.md),
   // at the cost of rounding x to int8 per 32 inputs, as llama.cpp's Q8_0 / Q4_0 dot products do.
   static const bool vnni = quant_cpu_has_vnni();
-  if (vnni && cpu_tier() == CpuTier::kAvx512 && m >= 1 && m <= kQuantGemvMaxM)
+  if (vnni && w.spec.format != QuantFormat::kNf4 && cpu_tier() == CpuTier::kAvx512 && m >= 1 && m <= kQuantGemvMaxM)
     return quant_gemm_vnni(m, x, ldx, w, y, ldy, accumulate, pool);
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }
