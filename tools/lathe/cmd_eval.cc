@@ -40,7 +40,7 @@ const CommandSpec &eval_spec() {
 }
 
 int cmd_eval(int argc, char **argv) {
-  const Args a = Args::parse(argc, argv, 1, eval_spec());
+  const Args a = Args::parse(argc, argv, 2, eval_spec());
   if (a.help() || a.positional.size() != 1 || !a.has("--data")) {
     std::fputs(help_text(eval_spec()).c_str(), stderr);
     return a.help() ? 0 : 2;

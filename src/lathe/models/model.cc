@@ -111,6 +111,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // temporary lives for one tensor only.
   std::optional<HugePageArena> arena;
   const std::optional<QuantSpec> qspec = checkpoint_quant_spec(m->cfg_.hf_config, config_path.string());
+  std::map<const Tensor*, Linear*> linear_of;
+  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
+  // The float decoder Linears that opts.quantize_linears quantises as they load (not into the arena).
+  const auto quantised_at_load = [&](const TensorBinding& b) {
+    return opts.quantize_linears && b.layer >= 0 && b.slots.size() == 1 && linear_of.count(b.slots[0]) &&
+           !b.transposed && b.shape.size() == 2 && ckpt.contains(b.name) && dtype_is_float(ckpt.entry(b.name).dtype);
+  };
   if (!opts.map_in_place) {
     size_t bytes = weight_arena_bytes(m->bindings_, [&](const TensorBinding& b) {
       return !ckpt.contains(b.name) || widened(b.shape) ? DType::kF32 : ckpt.entry(b.name).dtype;
@@ -123,13 +130,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
         const size_t n = static_cast<size_t>(shape_numel(ckpt.entry(name).shape));
         bytes += HugePageArena::footprint(n * sizeof(f16)) + HugePageArena::kAlignment;
       }
+    for (const TensorBinding& b : m->bindings_)
+      if (quantised_at_load(b))
+        bytes -= HugePageArena::footprint(static_cast<size_t>(shape_numel(b.shape)) * sizeof(float)) +
+                 HugePageArena::kAlignment;
     arena.emplace(bytes);
   }
   std::set<std::string> used;
   // A quantised checkpoint: the Linears whose weight is stored as codes + scales (+ mins) take the quant
   // slot (or, with force_f32, the f32 weight those codes stand for).
-  std::map<const Tensor*, Linear*> linear_of;
-  for_each_linear_module(m->w_, [&](Linear& l) { linear_of[&l.weight] = &l; });
   for (const TensorBinding& b : m->bindings_) {
     if (!qspec || qspec->format != QuantFormat::kNf4 || !ckpt.contains(b.name + ".absmax")) continue;
     LATHE_CHECK_ARG(b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2,
@@ -192,6 +201,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
       b.load(src);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(str_cat(ckpt.file_of(b.name), ": ", e.what()));
+    }
+    if (quantised_at_load(b)) {
+      Linear& lin = *linear_of[b.slots[0]];
+      lin.quant = quantize_weight(lin.weight, *opts.quantize_linears);
+      lin.weight = Tensor();
+      used.insert(b.name);
+      continue;
     }
     if (arena) move_into_arena(b.slots, *arena);
     used.insert(b.name);

@@ -15,7 +15,6 @@
 #include "lathe/base/error.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
-#include "lathe/models/quantize.h"
 #include "lathe/ops/elementwise.h"
 #include "lathe/train/checkpoint.h"
 #include "lathe/train/grad_bucketer.h"
@@ -253,10 +252,10 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
     if (lc.base_model_name_or_path.empty()) lc.base_model_name_or_path = cfg_.model_base;
     lora_ = std::make_unique<LoraAdapters>(ckpt ? LoraAdapters::load(model, *ckpt) : LoraAdapters::create(model, lc, cfg_.seed));
     freeze_base_for_lora(model, *lora_);
-    if (!cfg_.model_quantize.empty()) {  // QLoRA: the frozen base's Linears held quantised (f32 compute)
-      const QuantSpec spec = parse_quant_spec(cfg_.model_quantize);
-      const int n = quantize_decoder_linears(model, spec);
-      say(str_cat("model.quantize: ", n, " decoder Linear weights held as ", quant_spec_name(spec), " (frozen)"));
+    if (!cfg_.model_quantize.empty()) {  // QLoRA: open_model quantised the base's decoder Linears as they loaded
+      int n = 0;
+      for_each_linear_module(model.weights(), [&](const Linear& l) { n += l.quant.defined(); });
+      say(str_cat("model.quantize: ", n, " Linear weights held as ", cfg_.model_quantize, " (frozen, f32 compute)"));
     }
     params = lora_optim_params(*lora_);
     ckpt_opts_.lora = lora_.get();

@@ -69,7 +69,9 @@ TEST(Nf4Ref, CodesAndStatisticsFollowTheDefinition) {
       for (size_t b = 0; b < e.absmax.size(); ++b) ASSERT_EQ(r.absmax[b], e.absmax[b]) << "block " << b;
       ASSERT_EQ(r.packed.size(), static_cast<size_t>((n + 1) / 2));
       for (int64_t p = 0; p < n; ++p) ASSERT_EQ(ref::nf4_code(r.packed.data(), p), e.q[p]) << "n " << n << " at " << p;
-      if (n % 2) EXPECT_EQ(r.packed.back() & 15, 7) << "an odd count pads with 0.0 (code 7)";
+      if (n % 2) {
+        EXPECT_EQ(r.packed.back() & 15, 7) << "an odd count pads with 0.0 (code 7)";
+      }
       // Double quantisation: offset = mean(absmax); (absmax − offset) blockwise in 256s on the dynamic map.
       double sum = 0.0;
       for (float a : e.absmax) sum += a;
