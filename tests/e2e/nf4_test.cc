@@ -194,7 +194,7 @@ TEST(Qlora, MergeOnAnNf4BaseIsTheDequantisedBasePlusTheUpdate) {
   ASSERT_EQ(code, 0) << text;
   const auto out = Model::load(merged);
   EXPECT_FALSE(out->config().hf_config.contains("quantization_config"));
-  const CheckpointReader ad = CheckpointReader::open_dir(adapter);
+  const SafetensorsFile ad = SafetensorsFile::open(adapter + "/adapter_model.safetensors");
   const float s = 16.f / 4.f;
   for (size_t l = 0; l < base->weights().layers.size(); ++l)
     for (const char *mod : {"self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj"}) {

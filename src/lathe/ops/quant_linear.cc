@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lathe/autograd/node.h"
+#include "lathe/backend/cpu/gemm.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/base/context.h"
 #include "lathe/ref/nf4.h"
@@ -176,6 +177,88 @@ Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b) {
       return {dx, db};
     });
   }
+  return y;
+}
+
+Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b, const LowRankTerm& term) {
+  const Tensor ta = term.a.contiguous(), tb = term.b.contiguous();
+  LATHE_CHECK_ARG(x_in.dtype() == DType::kF32 && term.x.dtype() == DType::kF32 && ta.dtype() == DType::kF32 &&
+                      tb.dtype() == DType::kF32 && term.x.shape() == x_in.shape() && ta.dim() == 2 &&
+                      tb.dim() == 2 && ta.size(1) == w.in && tb.size(0) == w.out && tb.size(1) == ta.size(0),
+                  "[linear] low-rank term on a quantised weight [", w.out, ", ", w.in, "]: a ", shape_str(ta.shape()),
+                  ", b ", shape_str(tb.shape()), ", x ", shape_str(term.x.shape()), " (all f32) do not fit x ",
+                  shape_str(x_in.shape()));
+  Tensor y;
+  {
+    NoGradGuard no_grad;  // the base product; this op records the whole
+    y = linear(x_in, w, b);
+  }
+  const ThreadPool& pool = current_context().pool;
+  const int64_t n = x_in.numel() / w.in, in = w.in, out = w.out, r = ta.size(0);
+  const bool shares = term.x.impl() == x_in.impl();
+  const Tensor tx = term.x.contiguous();
+  const float s = term.scaling;
+  using Args = cpu::GemmArgs<float, float>;
+  // hT[R, n] = s · a[R, in] · txᵀ; y[n, out] += hTᵀ · bᵀ.
+  Tensor ht = Tensor::empty({r, n});
+  cpu::gemm(Args{false, true, r, n, in, ta.data<float>(), in, tx.data<float>(), in, ht.data<float>(), n, s, 0.f}, pool);
+  cpu::gemm(Args{true, true, n, out, r, ht.data<float>(), n, tb.data<float>(), r, y.data<float>(), out, 1.f, 1.f}, pool);
+  if (!needs_grad({&x_in, &b, &term.x, &term.a, &term.b})) return y;
+  const bool want_x = x_in.requires_grad(), want_b = b.defined() && b.requires_grad();
+  const bool want_tx = shares ? want_x : term.x.requires_grad();
+  const bool want_ta = term.a.requires_grad(), want_tb = term.b.requires_grad();
+  const Shape x_shape = x_in.shape();
+  const QuantWeight wq = w;
+  const Tensor txs = tx.detach(), tas = ta.detach(), tbs = tb.detach(), hts = ht;
+  std::vector<Tensor> inputs = {x_in, b, term.a, term.b};
+  if (!shares) inputs.push_back(term.x);
+  record(y, "quant_linear_low_rank", std::move(inputs), [=](const Tensor& g_in) -> std::vector<Tensor> {
+    const Tensor g = g_in.contiguous();  // [n, out]
+    const ThreadPool& pool = current_context().pool;
+    Tensor dht, dx, db, dta, dtb, dtx;
+    if (want_tx || want_ta) {  // dhT[R, n] = s · bᵀ[R, out] · gᵀ
+      dht = Tensor::empty({r, n});
+      cpu::gemm(Args{true, true, r, n, out, tbs.data<float>(), r, g.data<float>(), out, dht.data<float>(), n, s, 0.f},
+                pool);
+    }
+    if (want_x) {  // dx = g · deq(W) (+ dhTᵀ · a when the term reads x itself)
+      dx = Tensor::empty(x_shape);
+      cpu::quant_gemm_dx(n, g.data<float>(), out, view_of(wq), dx.data<float>(), in, false, pool);
+      if (shares)
+        cpu::gemm(Args{true, false, n, in, r, dht.data<float>(), n, tas.data<float>(), in, dx.data<float>(), in, 1.f,
+                       1.f},
+                  pool);
+    }
+    if (want_tx && !shares) {
+      dtx = Tensor::empty(txs.shape());
+      cpu::gemm(
+          Args{true, false, n, in, r, dht.data<float>(), n, tas.data<float>(), in, dtx.data<float>(), in, 1.f, 0.f},
+          pool);
+    }
+    if (want_ta) {  // da[R, in] = dhT · tx
+      dta = Tensor::empty({r, in});
+      cpu::gemm(
+          Args{false, false, r, in, n, dht.data<float>(), n, txs.data<float>(), in, dta.data<float>(), in, 1.f, 0.f},
+          pool);
+    }
+    if (want_tb) {  // dbᵀ[R, out] = hT · g, transposed into db[out, R]
+      const Tensor dtbt = Tensor::empty({r, out});
+      cpu::gemm(
+          Args{false, false, r, out, n, hts.data<float>(), n, g.data<float>(), out, dtbt.data<float>(), out, 1.f, 0.f},
+          pool);
+      dtb = Tensor::empty({out, r});
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < out; ++j) dtb.data<float>()[j * r + i] = dtbt.data<float>()[i * out + j];
+    }
+    if (want_b) {
+      db = Tensor::zeros({out});
+      for (int64_t row = 0; row < n; ++row)
+        for (int64_t j = 0; j < out; ++j) db.data<float>()[j] += g.data<float>()[row * out + j];
+    }
+    std::vector<Tensor> grads = {dx, db, dta, dtb};
+    if (!shares) grads.push_back(dtx);
+    return grads;
+  });
   return y;
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "lathe/ops/linear.h"
 #include "lathe/tensor/quant_weight.h"
 #include "lathe/tensor/tensor.h"
 
@@ -26,5 +27,11 @@ Tensor dequantize_weight(const QuantWeight& w);
 // The weight is frozen: gradients reach x (dx = dy · deq(w), a panel of W dequantised at a time: QLoRA's
 // backward) and b, never w.
 Tensor linear(const Tensor& x, const QuantWeight& w, const Tensor& b = Tensor());
+
+// The same plus term.scaling · (term.x · term.aᵀ) · term.bᵀ in one op (a LoRA adapter on a quantised base:
+// QLoRA; ops/linear.h's low-rank form): the rank-R product is added into y by a GEMM and, when term.x is x
+// itself, its share of dx into the base's dx, so the adapter costs no [..., out] temporaries. All f32.
+// Gradients reach x, b, term.x, term.a and term.b; never w.
+Tensor linear(const Tensor& x, const QuantWeight& w, const Tensor& b, const LowRankTerm& term);
 
 }  // namespace lathe
