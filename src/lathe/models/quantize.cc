@@ -86,9 +86,10 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     } else if (b.shape.size() != 2) {
       report.kept.push_back(module + ": not 2-D");
     } else {
-      LATHE_CHECK_ARG(opts.spec.format == QuantFormat::kNf4 || b.shape[1] % opts.spec.group == 0, in_dir, ": '", b.name, "' ", shape_str(b.shape),
-                      ": its input size ", b.shape[1], " is not a multiple of the group size ", opts.spec.group,
-                      " of format ", quant_spec_name(opts.spec), " (pass --skip ", module,
+      LATHE_CHECK_ARG(opts.spec.format == QuantFormat::kNf4 || b.shape[1] % opts.spec.group == 0, in_dir, ": '", b.name,
+                      "' ", shape_str(b.shape), ": its input size ", b.shape[1],
+                      " is not a multiple of the group size ", opts.spec.group, " of format ",
+                      quant_spec_name(opts.spec), " (pass --skip ", module,
                       " to keep it, or pick a format whose group divides it)");
       target[b.name] = module;
     }

@@ -183,8 +183,8 @@ Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b) {
 Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b, const LowRankTerm& term) {
   const Tensor ta = term.a.contiguous(), tb = term.b.contiguous();
   LATHE_CHECK_ARG(x_in.dtype() == DType::kF32 && term.x.dtype() == DType::kF32 && ta.dtype() == DType::kF32 &&
-                      tb.dtype() == DType::kF32 && term.x.shape() == x_in.shape() && ta.dim() == 2 &&
-                      tb.dim() == 2 && ta.size(1) == w.in && tb.size(0) == w.out && tb.size(1) == ta.size(0),
+                      tb.dtype() == DType::kF32 && term.x.shape() == x_in.shape() && ta.dim() == 2 && tb.dim() == 2 &&
+                      ta.size(1) == w.in && tb.size(0) == w.out && tb.size(1) == ta.size(0),
                   "[linear] low-rank term on a quantised weight [", w.out, ", ", w.in, "]: a ", shape_str(ta.shape()),
                   ", b ", shape_str(tb.shape()), ", x ", shape_str(term.x.shape()), " (all f32) do not fit x ",
                   shape_str(x_in.shape()));
@@ -202,7 +202,8 @@ Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b, const L
   // hT[R, n] = s · a[R, in] · txᵀ; y[n, out] += hTᵀ · bᵀ.
   Tensor ht = Tensor::empty({r, n});
   cpu::gemm(Args{false, true, r, n, in, ta.data<float>(), in, tx.data<float>(), in, ht.data<float>(), n, s, 0.f}, pool);
-  cpu::gemm(Args{true, true, n, out, r, ht.data<float>(), n, tb.data<float>(), r, y.data<float>(), out, 1.f, 1.f}, pool);
+  cpu::gemm(Args{true, true, n, out, r, ht.data<float>(), n, tb.data<float>(), r, y.data<float>(), out, 1.f, 1.f},
+            pool);
   if (!needs_grad({&x_in, &b, &term.x, &term.a, &term.b})) return y;
   const bool want_x = x_in.requires_grad(), want_b = b.defined() && b.requires_grad();
   const bool want_tx = shares ? want_x : term.x.requires_grad();
@@ -225,9 +226,9 @@ Tensor linear(const Tensor& x_in, const QuantWeight& w, const Tensor& b, const L
       dx = Tensor::empty(x_shape);
       cpu::quant_gemm_dx(n, g.data<float>(), out, view_of(wq), dx.data<float>(), in, false, pool);
       if (shares)
-        cpu::gemm(Args{true, false, n, in, r, dht.data<float>(), n, tas.data<float>(), in, dx.data<float>(), in, 1.f,
-                       1.f},
-                  pool);
+        cpu::gemm(
+            Args{true, false, n, in, r, dht.data<float>(), n, tas.data<float>(), in, dx.data<float>(), in, 1.f, 1.f},
+            pool);
     }
     if (want_tx && !shares) {
       dtx = Tensor::empty(txs.shape());
