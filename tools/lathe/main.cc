@@ -31,6 +31,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_merge(int argc, char** argv);
 int cmd_launch(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
 // Each command's options, as its parser reads them (one table for parsing and --help).
 const CommandSpec& info_spec();
 const CommandSpec& generate_spec();
@@ -57,6 +58,7 @@ const CommandSpec& bench_episodes_spec();
 const CommandSpec& merge_spec();
 const CommandSpec& launch_spec();
 const CommandSpec& quantize_spec();
+const CommandSpec& eval_spec();
 }  // namespace lathe::cli
 
 namespace {
@@ -79,7 +81,7 @@ void usage() {
   for (const CommandSpec* spec : {&info_spec(), &generate_spec(), &chat_spec(), &serve_spec(), &verify_spec(),
                                   &tokenize_spec(), &detokenize_spec(), &data_synth_spec(), &data_prepare_spec(),
                                   &pretrain_spec(), &sft_spec(), &dpo_spec(), &grpo_spec(), &distill_spec(),
-                                  &distill_cache_spec(), &launch_spec(), &merge_spec(), &quantize_spec(), &plot_spec(),
+                                  &distill_cache_spec(), &launch_spec(), &merge_spec(), &quantize_spec(), &eval_spec(), &plot_spec(),
                                   &checkpoint_verify_spec(), &chat_template_spec(),
                                   &bench_roofline_spec(), &bench_tier_spec(), &bench_serve_spec(),
                                   &bench_episodes_spec()})
@@ -121,6 +123,7 @@ int run_command(int argc, char** argv) {
     if (cmd == "merge") return lathe::cli::cmd_merge(argc, argv);
     if (cmd == "launch") return lathe::cli::cmd_launch(argc, argv);
     if (cmd == "quantize") return lathe::cli::cmd_quantize(argc, argv);
+    if (cmd == "eval") return lathe::cli::cmd_eval(argc, argv);
     std::fprintf(stderr, "lathe: unknown command '%s'\n\n", cmd.c_str());
     usage();
     return 2;

@@ -88,6 +88,14 @@ void check_quantization_config(const json& cfg) {
     parse_quant_spec(hf_string_or(q, "format", "?"));
     return;
   }
+  // bitsandbytes 4-bit NF4 (transformers' load_in_4bit, specs/posttrain.md §3.3); not its FP4 nor LLM.int8().
+  if (method == "bitsandbytes" && hf_bool_or(q, "load_in_4bit", hf_bool_or(q, "_load_in_4bit", false))) {
+    const std::string type = hf_string_or(q, "bnb_4bit_quant_type", "fp4");
+    if (type != "nf4")
+      throw NotImplemented(str_cat("config.json: 'quantization_config': bitsandbytes 4-bit type '", type,
+                                   "' is not supported (lathe reads nf4)"));
+    return;
+  }
   throw NotImplemented(str_cat("config.json: 'quantization_config' (quant_method '", method,
                                "'): quantized checkpoints other than lathe's own (lathe quantize) are not "
                                "supported; use the unquantized weights"));

@@ -23,10 +23,17 @@ namespace {
 constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 
+// A Linear's [out, in], whether its weight is float or quantised (an adapter on a QLoRA base).
+int64_t linear_out(const Linear& l) { return l.weight.defined() ? l.weight.size(0) : l.quant.out; }
+int64_t linear_in(const Linear& l) { return l.weight.defined() ? l.weight.size(1) : l.quant.in; }
+
 // Every Linear weight the model's checkpoint binds, as a module (lm_head too: layer -1), in binding order.
+// Quantised Linears count (their binding's slot is the undefined `weight` they replace).
 std::vector<LoraModule> linear_modules(Model& m) {
   std::map<const Tensor*, Linear*> linear_of;
-  for_each_linear(m.weights(), [&](Linear& l) { linear_of[&l.weight] = &l; });
+  for_each_linear_module(m.weights(), [&](Linear& l) {
+    if (l.weight.defined() || l.quant.defined()) linear_of[&l.weight] = &l;
+  });
   std::vector<LoraModule> out;
   for (const TensorBinding& b : m.bindings()) {
     if (b.role != ParamRole::kMatmulWeight || !b.name.ends_with(".weight")) continue;
@@ -38,8 +45,8 @@ std::vector<LoraModule> linear_modules(Model& m) {
       mod.parts.push_back(it->second);
     }
     if (mod.parts.size() != b.slots.size() || mod.parts.empty()) continue;  // not (only) Linears
-    mod.in = mod.parts[0]->weight.size(1);
-    for (const Linear* l : mod.parts) mod.out += l->weight.size(0);
+    mod.in = linear_in(*mod.parts[0]);
+    for (const Linear* l : mod.parts) mod.out += linear_out(*l);
     mod.layer = b.layer;
     mod.conv1d = b.transposed;
     out.push_back(std::move(mod));
@@ -91,7 +98,7 @@ void for_each_part_adapter(const LoraModule& mod, const LoraConfig& c, const Ten
                            const std::function<void(Linear&, LoraAdapter)>& fn) {
   int64_t row = 0;
   for (Linear* l : mod.parts) {
-    const int64_t rows = l->weight.size(0);
+    const int64_t rows = linear_out(*l);
     fn(*l, LoraAdapter{.a = a,
                        .b = mod.parts.size() == 1 ? b : b.slice(0, row, row + rows),
                        .scaling = c.scaling(),

@@ -18,6 +18,7 @@
 #include "lathe/io/gguf.h"
 #include "lathe/models/family.h"
 #include "lathe/models/gguf_import.h"
+#include "lathe/models/nf4_checkpoint.h"
 #include "lathe/models/tensor_source.h"
 #include "lathe/nn/linear.h"
 #include "lathe/ops/cast.h"
@@ -62,6 +63,8 @@ std::optional<QuantSpec> checkpoint_quant_spec(const json& hf, const std::string
   if (!hf.contains("quantization_config") || hf["quantization_config"].is_null()) return std::nullopt;
   const json& qc = hf["quantization_config"];
   const std::string method = qc.is_object() ? qc.value("quant_method", std::string()) : std::string();
+  // bitsandbytes NF4 (validated by check_quantization_config); the blocksize is each tensor's quant_state's.
+  if (method == "bitsandbytes") return QuantSpec{QuantFormat::kNf4, 64};
   LATHE_CHECK_ARG(method == "lathe", where, ": quantization_config.quant_method '", method,
                   "' is not supported (lathe reads the layout `lathe quantize` writes: quant_method \"lathe\", "
                   "docs/quantization.md)");
@@ -91,6 +94,7 @@ void Model::parse_config_text(const std::string& text, const std::string& where)
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
   std::unique_ptr<TensorSource> source;
+  const CheckpointReader* nf4_reader = nullptr;  // a bitsandbytes NF4 folder's tensors
   if (is_gguf_path(path)) {
     // A llama.cpp GGUF file (models/gguf_import.h): its metadata as config.json, its tensors renamed.
     auto g = std::make_shared<const GgufFile>(GgufFile::open(path));
@@ -121,6 +125,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     }
     const std::optional<QuantSpec> qspec = checkpoint_quant_spec(m->cfg_.hf_config, config_path.string());
     auto folder = std::make_unique<FolderTensors>(dir, qspec, checkpoint_head_spec(m->cfg_.hf_config, qspec));
+    if (qspec && qspec->format == QuantFormat::kNf4) nf4_reader = &folder->reader();  // bitsandbytes' layout
     const Family& fam = find_family(m->cfg_.hf_config);
     if (fam.read_checkpoint_layout) fam.read_checkpoint_layout(folder->reader(), m->cfg_);
     source = std::move(folder);
@@ -142,10 +147,25 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   std::map<const Tensor*, Linear*> linear_of;
   for_each_linear_module(w, [&](Linear& l) { linear_of[&l.weight] = &l; });
   std::map<std::string, QuantWeight> quants;
+  std::set<std::string> nf4_parts;  // an NF4 weight's absmax, quant_map, nested_* and quant_state tensors
+  // The float decoder Linears that opts.quantize_linears quantises as they load (QLoRA's frozen base; not
+  // into the arena).
+  const auto quantised_at_load = [&](const TensorBinding& b) {
+    return opts.quantize_linears && b.layer >= 0 && b.slots.size() == 1 && linear_of.count(b.slots[0]) &&
+           !b.transposed && b.shape.size() == 2 && src.contains(b.name) && !quants.count(b.name) &&
+           dtype_is_float(src.dtype(b.name));
+  };
   for (const TensorBinding& b : bindings) {
     if (!src.contains(b.name)) continue;
     const bool linear = b.slots.size() == 1 && linear_of.count(b.slots[0]) && !b.transposed && b.shape.size() == 2;
-    std::optional<QuantWeight> q = src.quant_weight(b.name, linear);
+    std::optional<QuantWeight> q;
+    if (nf4_reader && nf4_reader->contains(b.name + ".absmax")) {
+      LATHE_CHECK_ARG(linear, nf4_reader->file_of(b.name), ": '", b.name,
+                      "' is stored as NF4, but only a plain Linear weight can be");
+      q = read_nf4_weight(*nf4_reader, b.name, b.shape, nf4_parts);
+    } else {
+      q = src.quant_weight(b.name, linear);
+    }
     if (!q) continue;
     q->out = b.shape[0];
     q->in = b.shape[1];
@@ -175,6 +195,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     for (const auto& [name, q] : quants)
       for (const Tensor* t : {&q.scales, &q.mins})
         if (t->defined()) bytes += HugePageArena::footprint(t->nbytes()) + HugePageArena::kAlignment;
+    for (const TensorBinding& b : bindings)
+      if (quantised_at_load(b))
+        bytes -= HugePageArena::footprint(static_cast<size_t>(shape_numel(b.shape)) *
+                                          dtype_size(widened(b.shape) ? DType::kF32 : src.dtype(b.name))) +
+                 HugePageArena::kAlignment;
     // A tied head stored quantised has no binding of its own.
     if (tied_head)
       for (const Tensor* t : {&tied_head->codes, &tied_head->scales, &tied_head->mins})
@@ -198,7 +223,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     const auto it = quants.find(b.name);
     if (it != quants.end()) install(it->second, *linear_of[b.slots[0]]);
   }
-  std::set<std::string> used;
+  std::set<std::string> used = nf4_parts;
   if (tied_head) {
     install(*tied_head, w.lm_head);
     used.insert("lm_head.weight");
@@ -216,6 +241,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       b.load(t);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(str_cat(src.file_of(b.name), ": ", e.what()));
+    }
+    if (quantised_at_load(b)) {
+      Linear& lin = *linear_of[b.slots[0]];
+      lin.quant = quantize_weight(lin.weight, *opts.quantize_linears);
+      lin.weight = Tensor();
+      used.insert(b.name);
+      continue;
     }
     if (arena) move_into_arena(b.slots, *arena);
   }

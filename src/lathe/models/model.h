@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct LoadOptions {
   // weight is copied into the model's huge-page arena (base/huge_page_arena.h): writable, and a decode
   // GEMV reading it takes no TLB miss per 4 KiB page-cache page.
   bool map_in_place = false;
+  // Hold every decoder layer's Linear weight (attention and MLP projections) in this format from load on
+  // (QLoRA's frozen base, recipe key model.quantize): each is quantised as it is read and its float copy
+  // never enters the arena. The LM head, embeddings and MoE experts stay as loaded.
+  std::optional<QuantSpec> quantize_linears;
 };
 
 class Model {

@@ -10,6 +10,7 @@
 #include "lathe/io/mapped_file.h"
 #include "lathe/io/safetensors.h"
 #include "lathe/models/model.h"
+#include "lathe/models/nf4_checkpoint.h"
 #include "lathe/ops/quant_linear.h"
 
 namespace lathe {
@@ -25,7 +26,34 @@ bool is_rewritten(const std::string& name) {
   return name == "config.json";
 }
 
+// lathe's own quantization_config (docs/quantization.md).
+nlohmann::json lathe_quantization_config(const QuantSpec& spec, const std::vector<std::string>& kept) {
+  return {{"quant_method", "lathe"},
+          {"format", quant_spec_name(spec)},
+          {"group_size", spec.group},
+          {"bits", spec.format == QuantFormat::kInt8 ? 8 : 4},
+          {"symmetric", spec.format != QuantFormat::kInt4Asym},
+          {"modules_not_converted", kept}};
+}
+
 }  // namespace
+
+int quantize_decoder_linears(Model& model, const QuantSpec& spec) {
+  check_quant_spec(spec);
+  NoGradGuard no_grad;
+  int n = 0;
+  for (DecoderLayer& layer : model.weights().layers)
+    for (Linear* l : {&layer.self_attn.q_proj, &layer.self_attn.k_proj, &layer.self_attn.v_proj,
+                      &layer.self_attn.o_proj, &layer.mlp.gate_proj, &layer.mlp.up_proj, &layer.mlp.down_proj}) {
+      if (!l->weight.defined()) continue;  // already quantised, or absent (MoE layers)
+      LATHE_CHECK_ARG(!l->weight.requires_grad(), "[quantize] a Linear weight that trains cannot be quantised");
+      l->quant = quantize_weight(l->weight, spec);
+      l->weight = Tensor();
+      l->bf16 = Tensor();
+      ++n;
+    }
+  return n;
+}
 
 bool quant_module_matches(const std::string& module, const std::string& pattern) {
   return !pattern.empty() && (module == pattern || (module.size() > pattern.size() && module.ends_with("." + pattern)));
@@ -38,6 +66,7 @@ QuantSpec head_quant_spec(const QuantizeOptions& opts) {
 
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {
   check_quant_spec(opts.spec);
+  const bool nf4 = opts.spec.format == QuantFormat::kNf4;
   const QuantSpec head_spec = head_quant_spec(opts);
   check_quant_spec(head_spec);
   LATHE_CHECK_ARG(!fs::exists(out_dir) || (fs::is_directory(out_dir) && fs::is_empty(out_dir)), out_dir,
@@ -59,7 +88,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   };
   const auto check_group = [&](const std::string& name, const Shape& shape, const QuantSpec& spec,
                                const std::string& module) {
-    LATHE_CHECK_ARG(shape[1] % spec.group == 0, in_dir, ": '", name, "' ", shape_str(shape), ": its input size ",
+    LATHE_CHECK_ARG(spec.format == QuantFormat::kNf4 || shape[1] % spec.group == 0, in_dir, ": '", name, "' ", shape_str(shape), ": its input size ",
                     shape[1], " is not a multiple of the group size ", spec.group, " of format ",
                     quant_spec_name(spec), " (pass --skip ", module, " to keep it, or pick a format whose group "
                     "divides it)");
@@ -73,7 +102,9 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
     if (b.slots.size() != 1 || !is_linear.count(b.slots[0])) continue;
     const std::string module = b.name.ends_with(".weight") ? b.name.substr(0, b.name.size() - 7) : b.name;
     const QuantSpec spec = module == "lm_head" ? head_spec : opts.spec;
-    if (skipped(module)) {
+    if (module == "lm_head" && nf4) {
+      report.kept.push_back(module + ": nf4 keeps the head as stored (as bitsandbytes folders do)");
+    } else if (skipped(module)) {
       report.kept.push_back(module + ": --skip");
     } else if (b.transposed) {  // GPT-2's Conv1D [in, out]: the codes run along the input dimension
       report.kept.push_back(module + ": stored transposed ([in, out], GPT-2 Conv1D)");
@@ -84,8 +115,8 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
       target[b.name] = {module, spec};
     }
   }
-  const bool quantise_tied_head = !tied_embedding.empty() && !skipped("lm_head");
-  if (!tied_embedding.empty() && !quantise_tied_head) report.kept.push_back("lm_head: --skip (tied to the embedding)");
+  const bool quantise_tied_head = !tied_embedding.empty() && !skipped("lm_head") && !nf4;
+  if (!tied_embedding.empty() && !quantise_tied_head) report.kept.push_back("lm_head: tied to the embedding, kept");
   if (quantise_tied_head)
     check_group(tied_embedding, {model->config().vocab_size, model->config().hidden}, head_spec, "lm_head");
 
@@ -111,22 +142,28 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
       report.bytes_out += t.nbytes();
       continue;
     }
+    if (it->second.second.format == QuantFormat::kNf4) {  // bitsandbytes' tensors (models/nf4_checkpoint.h)
+      const QuantWeight q = quantize_weight(t, it->second.second);
+      report.bytes_out += q.nbytes();
+      ++report.n_quantized;
+      append_nf4_tensors(name, q, tensors);
+      continue;
+    }
     write_quantised(name, it->second.first, it->second.second);
   }
   fs::create_directories(out_dir);
   save_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
 
   nlohmann::json config = model->config().hf_config;
-  nlohmann::json qc = {{"quant_method", "lathe"},
-                       {"format", quant_spec_name(opts.spec)},
-                       {"group_size", opts.spec.group},
-                       {"bits", opts.spec.format == QuantFormat::kInt8 ? 8 : 4},
-                       {"symmetric", opts.spec.format != QuantFormat::kInt4Asym}};
-  nlohmann::json kept = nlohmann::json::array();
+  std::vector<std::string> kept;
   for (const std::string& k : report.kept) kept.push_back(k.substr(0, k.find(':')));
-  qc["modules_not_converted"] = kept;
-  if (quant_spec_name(head_spec) != quant_spec_name(opts.spec)) qc["lm_head_format"] = quant_spec_name(head_spec);
-  config["quantization_config"] = qc;
+  if (opts.spec.format == QuantFormat::kNf4) {
+    config["quantization_config"] = bnb_nf4_quantization_config(config.value("torch_dtype", "float32"), kept);
+  } else {
+    nlohmann::json qc = lathe_quantization_config(opts.spec, kept);
+    if (quant_spec_name(head_spec) != quant_spec_name(opts.spec)) qc["lm_head_format"] = quant_spec_name(head_spec);
+    config["quantization_config"] = qc;
+  }
   write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
   for (const auto& entry : fs::directory_iterator(in_dir)) {
     const std::string leaf = entry.path().filename().string();

@@ -36,6 +36,12 @@ struct QuantizeReport {
 // format's group is an InvalidArgument naming it (skip it, or pick another format).
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts);
 
+class Model;
+// QLoRA's base (recipe key model.quantize): every decoder layer's Linear weight (attention and MLP
+// projections; not the LM head, embeddings or MoE experts) replaced in place by its quantised form in
+// `spec`, the f32 weight freed. Returns how many. The weights must not require grad (a frozen base).
+int quantize_decoder_linears(Model& model, const QuantSpec& spec);
+
 // True when `module` (a path such as "model.layers.0.mlp.down_proj") is `pattern` or ends with "." + pattern.
 bool quant_module_matches(const std::string& module, const std::string& pattern);
 

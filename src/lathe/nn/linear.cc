@@ -44,11 +44,10 @@ void add_lora_rows(Tensor& y, const Tensor& x, const Linear& l, const ForwardOpt
   }
 }
 
-// A quantised Linear: y = x · deq(W)ᵀ + b, plus the served adapters. Its own adapter (QLoRA) is later work.
+// A quantised Linear: y = x · deq(W)ᵀ + b (+ its own adapter's term: QLoRA, gradients to A, B and x, none to
+// the frozen W), plus the served adapters. f32 compute: the quantised kernels take f32 x.
 Tensor quant_linear(const Tensor& x, const Linear& l, const ForwardOptions& o) {
-  if (uses_lora(l, o))
-    throw NotImplemented("[linear] a LoRA adapter on a quantised weight (QLoRA) is not implemented yet");
-  Tensor y = linear(x, l.quant, l.bias);
+  Tensor y = uses_lora(l, o) ? linear(x, l.quant, l.bias, lora_term(x, l.lora, o)) : linear(x, l.quant, l.bias);
   add_lora_rows(y, x, l, o);
   return y;
 }

@@ -1,5 +1,5 @@
 // Linear: a weight with its optional bias, LoRA adapter and the formats it may be applied in. linear(x, l, o)
-// is the one place where a weight's format (f32, bf16 compute copy, or a quantised format: int8 / int4), its
+// is the one place where a weight's format (f32, bf16 compute copy, or a quantised format: int8 / int4 / nf4), its
 // bias and its LoRA adapter are applied: the decoder never reads a Linear's tensors itself.
 #pragma once
 
@@ -22,8 +22,8 @@ struct Linear {
   // Linear, or nothing when that adapter does not adapt it; slot 0 (the base) is always empty. Applied to
   // the rows ForwardOptions::lora_rows gives each slot, on top of `lora` (which applies to every row).
   std::vector<LoraAdapter> lora_slots;
-  // The weight in a quantised format (tensor/quant_weight.h; a quantised checkpoint, `lathe quantize`),
-  // inference only, or undefined. A Linear holds either `weight` or `quant`, never both.
+  // The weight in a quantised format (tensor/quant_weight.h; a quantised checkpoint, `lathe quantize`, or
+  // a QLoRA base quantised at load), frozen, or undefined. A Linear holds either `weight` or `quant`.
   QuantWeight quant;
 };
 
@@ -36,7 +36,8 @@ Tensor linear_weight(const Linear& l, const ForwardOptions& o = {});
 Tensor linear_input(const Tensor& x, const Linear& l, const ForwardOptions& o = {});
 
 // y = x · Wᵀ + b (+ scaling · (dropout(x)·Aᵀ)·Bᵀ with an adapter and o.lora).  x [..., in] -> y [..., out] f32.
-// A quantised weight runs ops/quant_linear.h's kernels on f32 x (no gradient, no adapter: NotImplemented).
+// A quantised weight runs ops/quant_linear.h's kernels on f32 x; its adapter (QLoRA) adds its term in f32,
+// and gradients reach x, the adapter and the bias, never the quantised weight.
 // Without an adapter (or with o.lora off) exactly the plain linear: same code, same results.
 // With o.lora_rows, x must be [N, in] and each run's rows add their slot's term (a slice of rows -> two
 // small GEMMs -> added in place); served adapters record no gradient (InvalidArgument when y would need one).

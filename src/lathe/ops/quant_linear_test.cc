@@ -80,12 +80,38 @@ TEST(QuantLinear, CloseToTheOriginalWeight) {
   }
 }
 
-TEST(QuantLinear, InferenceOnly) {
-  const QuantWeight q = quantize_weight(random_tensor({8, 64}, 1), parse_quant_spec("int8"));
-  const Tensor x = random_tensor({2, 64}, 2).set_requires_grad();
-  EXPECT_THROW(linear(x, q), NotImplemented);
-  NoGradGuard no_grad;
-  EXPECT_EQ(linear(x, q).shape(), (Shape{2, 8}));
+// A quantised weight is frozen: the gradient reaches x (and a bias), as through its dequantised f32 weight,
+// and never the codes. Every format, with and without a low-rank term (QLoRA's adapter). 20 rows of x: the
+// prefill path (f32 products; the VNNI decode would round x to int8).
+TEST(QuantLinear, GradientReachesXThroughTheDequantisedWeight) {
+  for (const char* name : {"int8", "int4", "int4-g64", "nf4"}) {
+    const QuantWeight q = quantize_weight(random_tensor({24, 128}, 1), parse_quant_spec(name));
+    const Tensor w = dequantize_weight(q);
+    for (bool with_term : {false, true}) {
+      const Tensor xq = random_tensor({20, 128}, 2).set_requires_grad(), xf = xq.detach().clone().set_requires_grad();
+      const Tensor bq = random_tensor({24}, 3).set_requires_grad(), bf = bq.detach().clone().set_requires_grad();
+      const Tensor aq = random_tensor({4, 128}, 4).set_requires_grad(), af = aq.detach().clone().set_requires_grad();
+      const Tensor cq = random_tensor({24, 4}, 5).set_requires_grad(), cf = cq.detach().clone().set_requires_grad();
+      const Tensor yq = with_term ? linear(xq, q, bq, LowRankTerm{xq, aq, cq, 0.5f}) : linear(xq, q, bq);
+      const Tensor yf = with_term ? linear(xf, w, bf, LowRankTerm{xf, af, cf, 0.5f}) : linear(xf, w, bf);
+      const Tensor g = random_tensor({20, 24}, 6);
+      backward(yq, g);
+      backward(yf, g);
+      // Same weights; f32 sums of up to 128 products (|x·w| ~ 1) in another order: within 128·2^-23·Σ|x·w|.
+      const auto near = [&](const Tensor& a, const Tensor& b, const char* what) {
+        const auto av = a.to_vector(), bv = b.to_vector();
+        ASSERT_EQ(av.size(), bv.size());
+        for (size_t i = 0; i < av.size(); ++i) EXPECT_NEAR(av[i], bv[i], 2e-3) << name << " " << what << " " << i;
+      };
+      near(yq, yf, "y");
+      near(xq.grad(), xf.grad(), "dx");
+      near(bq.grad(), bf.grad(), "db");
+      if (with_term) {
+        near(aq.grad(), af.grad(), "da");
+        near(cq.grad(), cf.grad(), "dB");
+      }
+    }
+  }
 }
 
 // nn::Linear with its quant slot runs the quantised op (and linear_pair the same per Linear); linear_weight

@@ -173,7 +173,8 @@ MemoryPlanActivations memory_plan_activations(const Model& m, int64_t tokens, co
                               &w.mlp.gate_proj, &w.mlp.up_proj, &w.mlp.down_proj}) {
       if (!o.lora || !lin->lora.defined()) continue;
       l.lora_rank += lin->lora.a.size(0);
-      if (o.lora_dropout && lin->lora.dropout > 0.f) l.lora_dropout_in += lin->weight.size(1);
+      // A's [R, in] gives the Linear's in (its weight may be quantised: QLoRA).
+      if (o.lora_dropout && lin->lora.dropout > 0.f) l.lora_dropout_in += lin->lora.a.size(1);
     }
     a.layers.push_back(l);
   }

@@ -10,6 +10,7 @@
 #include "lathe/base/thread_pool.h"
 #include "lathe/io/file_read.h"
 #include "lathe/models/config.h"
+#include "lathe/tensor/quant_weight.h"
 #include "lathe/train/memory_plan.h"
 
 namespace lathe::train {
@@ -160,6 +161,7 @@ TrainConfig from_tree(json tree, const std::string& where) {
   r.get("run.collective_timeout", c.collective_timeout);
   r.get("model.base", c.model_base);
   r.get_json("model.config", c.model_config);
+  r.get("model.quantize", c.model_quantize);
   r.get("data.train", c.train_data);
   r.get("data.val", c.val_data);
   r.get("data.seq_len", c.seq_len);
@@ -234,6 +236,16 @@ void validate_recipe(const TrainConfig& c) {
   LATHE_CHECK_ARG(c.model_base.empty() != c.model_config.is_null(), where,
                   ": set exactly one of model.base (a Hugging Face folder) or model.config (config.json inline)");
   LATHE_CHECK_ARG(c.model_config.is_null() || c.model_config.is_object(), where, ": model.config must be a mapping");
+  if (!c.model_quantize.empty()) {
+    try {
+      parse_quant_spec(c.model_quantize);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(str_cat(where, ": model.quantize: ", e.what()));
+    }
+    LATHE_CHECK_ARG(!c.lora.is_null(), where, ": model.quantize '", c.model_quantize,
+                    "' freezes the base in a quantised format: it trains LoRA adapters on it (QLoRA), so it needs a "
+                    "lora: section");
+  }
   // run
   check(!c.run_dir.empty(), "run.dir", c.run_dir, "must name a folder");
   check(c.threads >= 0 && c.threads <= kMaxThreadCount, "run.threads", c.threads,

@@ -38,6 +38,9 @@ struct TrainConfig {
   // model: exactly one of base (a Hugging Face folder to continue from) or config (config.json inline)
   std::string model_base;
   nlohmann::json model_config;
+  // model.quantize: the frozen base's decoder Linears quantised at load in this format ("nf4": QLoRA;
+  // any `lathe quantize` format); "" keeps them f32. Needs a lora: section.
+  std::string model_quantize;
 
   // data
   std::string train_data, val_data;  // shard folders or name prefixes (lathe data prepare --out/--name)

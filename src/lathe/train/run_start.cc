@@ -67,7 +67,12 @@ std::optional<std::string> resume_checkpoint(const std::string& run_dir, StartMo
 
 std::unique_ptr<Model> open_model(const TrainConfig& cfg, const std::optional<std::string>& checkpoint) {
   if (checkpoint) return Model::load(*checkpoint, {.force_f32 = true});
-  if (!cfg.model_base.empty()) return Model::load(cfg.model_base, {.force_f32 = true});
+  if (!cfg.model_base.empty()) {
+    LoadOptions o{.force_f32 = true};
+    // QLoRA: the base's decoder Linears quantised as they load (their f32 copies never held).
+    if (!cfg.model_quantize.empty()) o.quantize_linears = parse_quant_spec(cfg.model_quantize);
+    return Model::load(cfg.model_base, o);
+  }
   return Model::create(cfg.model_config.dump(2), cfg.seed);
 }
 

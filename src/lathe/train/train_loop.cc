@@ -252,6 +252,11 @@ LoopRun::LoopRun(const TrainConfig& cfg, const TrainerHooks& hooks, Objective& o
     if (lc.base_model_name_or_path.empty()) lc.base_model_name_or_path = cfg_.model_base;
     lora_ = std::make_unique<LoraAdapters>(ckpt ? LoraAdapters::load(model, *ckpt) : LoraAdapters::create(model, lc, cfg_.seed));
     freeze_base_for_lora(model, *lora_);
+    if (!cfg_.model_quantize.empty()) {  // QLoRA: open_model quantised the base's decoder Linears as they loaded
+      int n = 0;
+      for_each_linear_module(model.weights(), [&](const Linear& l) { n += l.quant.defined(); });
+      say(str_cat("model.quantize: ", n, " Linear weights held as ", cfg_.model_quantize, " (frozen, f32 compute)"));
+    }
     params = lora_optim_params(*lora_);
     ckpt_opts_.lora = lora_.get();
     say(str_cat("LoRA: rank ", lora_->config().r, " on ", lora_->modules().size(), " modules, ", lora_->n_params(),

@@ -14,7 +14,11 @@
 namespace lathe::cpu {
 namespace {
 
-QuantGemvFn gemv_for(CpuTier tier) {
+QuantGemvFn gemv_for(CpuTier tier, const QuantMatrix& w) {
+  if (w.spec.format == QuantFormat::kNf4) {
+    if (w.k % w.spec.group != 0) return quant_gemv_scalar;  // rows that do not start a block
+    return tier == CpuTier::kAvx512 ? nf4_gemv_avx512 : tier == CpuTier::kAvx2 ? nf4_gemv_avx2 : quant_gemv_scalar;
+  }
   switch (tier) {
     case CpuTier::kAvx512:
       return quant_gemv_avx512;
@@ -31,7 +35,8 @@ constexpr int64_t kPanelRows = 256;
 
 void gemm_panels(CpuTier tier, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                  bool accumulate, const ThreadPool& pool) {
-  const auto dequantize = tier >= CpuTier::kAvx2 ? quant_dequantize_rows_avx2 : quant_dequantize_rows;
+  const auto dequantize = tier >= CpuTier::kAvx2 && w.spec.format != QuantFormat::kNf4 ? quant_dequantize_rows_avx2
+                                                                                    : quant_dequantize_rows;
   const int64_t rows = std::min(kPanelRows, w.n);
   const std::shared_ptr<void> buf = current_context().alloc.allocate(static_cast<size_t>(rows * w.k) * sizeof(float));
   float* panel = static_cast<float*>(buf.get());
@@ -49,9 +54,25 @@ void quant_gemm_with(CpuTier tier, int64_t m, const float* x, int64_t ldx, const
                      bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kQuantGemvMaxM) return gemm_panels(tier, m, x, ldx, w, y, ldy, accumulate, pool);
-  const QuantGemvFn fn = gemv_for(tier);
+  const QuantGemvFn fn = gemv_for(tier, w);
   for_column_chunks(w.n, w.k, pool,
                     [&](int64_t j0, int64_t j1) { fn(static_cast<int>(m), x, ldx, w, j0, j1, y, ldy, accumulate); });
+}
+
+void quant_gemm_dx(int64_t m, const float* dy, int64_t lddy, const QuantMatrix& w, float* dx, int64_t lddx,
+                   bool accumulate, const ThreadPool& pool) {
+  if (m <= 0 || w.k <= 0) return;
+  const int64_t rows = std::min(kPanelRows, w.n);
+  const std::shared_ptr<void> buf = current_context().alloc.allocate(static_cast<size_t>(rows * w.k) * sizeof(float));
+  float* panel = static_cast<float*>(buf.get());
+  for (int64_t j0 = 0; j0 < w.n; j0 += rows) {
+    const int64_t nb = std::min(rows, w.n - j0);
+    pool.parallel_for(nb, [&](int64_t r, int) { quant_dequantize_rows(w, j0 + r, j0 + r + 1, panel + r * w.k); });
+    // dx (+)= dy[:, j0:j0+nb] · panel [nb, k]; the first panel writes (or adds to) dx, the others add.
+    const bool add = accumulate || j0 > 0;
+    gemm(GemmArgs<float, float>{false, false, m, w.k, nb, dy + j0, lddy, panel, w.k, dx, lddx, 1.f, add ? 1.f : 0.f},
+         pool);
+  }
 }
 
 bool quant_cpu_has_vnni() {
@@ -92,13 +113,15 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
   // at the cost of rounding x to int8 per 32 inputs, as llama.cpp's Q8_0 / Q4_0 dot products do.
   // Prefill too: an int8 GEMM on repacked panels beats the f32 GEMM on dequantised ones (docs/benchmarks.md).
   static const bool vnni = quant_cpu_has_vnni();
-  if (vnni && cpu_tier() == CpuTier::kAvx512 && m >= 1) {
+  // NF4 (a table of 16 floats, no integer codes) keeps the f32 kernels of its tier.
+  const bool int_codes = w.spec.format != QuantFormat::kNf4;
+  if (vnni && int_codes && cpu_tier() == CpuTier::kAvx512 && m >= 1) {
     if (m <= kQuantGemvMaxM) return quant_gemm_vnni(m, x, ldx, w, y, ldy, accumulate, pool);
     return quant_gemm_vnni_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
   }
   // The AVX2 tier's decode: vpmaddubsw on int8 activations, 1.1-1.4x the f32 FMA on dequantised codes
   // (LATHE_CPU=avx2 on Zen 5, docs/benchmarks.md).
-  if (cpu_tier() == CpuTier::kAvx2 && m >= 1 && m <= kQuantGemvMaxM)
+  if (int_codes && cpu_tier() == CpuTier::kAvx2 && m >= 1 && m <= kQuantGemvMaxM)
     return quant_gemm_avx2_int(m, x, ldx, w, y, ldy, accumulate, pool);
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }

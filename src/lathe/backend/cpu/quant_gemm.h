@@ -15,13 +15,15 @@
 namespace lathe::cpu {
 
 // A validated view of a QuantWeight: row j's codes at codes + j * quant_row_bytes(format, k), its scales
-// (and mins) at + j * k / group. k is a multiple of the group size.
+// (and mins) at + j * k / group. k is a multiple of the group size. nf4: codes are the flattened weight's
+// (element j·k + p), absmax its blocks' absmax (spec.group = blocksize; any k).
 struct QuantMatrix {
   QuantSpec spec;
   int64_t n = 0, k = 0;
-  const uint8_t* codes = nullptr;  // [n, row bytes]
-  const f16* scales = nullptr;     // [n, k / group]
+  const uint8_t* codes = nullptr;  // [n, row bytes]; nf4 [ceil(n·k / 2)]
+  const f16* scales = nullptr;     // [n, k / group]; nf4: null
   const f16* mins = nullptr;       // [n, k / group] for int4-asym, else null
+  const float* absmax = nullptr;   // nf4: [ceil(n·k / blocksize)], else null
 };
 
 // y[i, j] (=|+=) Σ_p x[i, p] · deq(W)[j, p] for i < m, j < n; x [m, k] rows ldx apart, y [m, n] rows ldy apart.
@@ -47,6 +49,19 @@ void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, i
                      int64_t ldy, bool accumulate);
 void quant_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                        int64_t ldy, bool accumulate);
+
+// NF4's decode GEMV (nf4_gemv_*.cc): k a multiple of the blocksize (each row starts a block and a byte);
+// other shapes take quant_gemv_scalar.
+void nf4_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                   int64_t ldy, bool accumulate);
+void nf4_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
+                     int64_t ldy, bool accumulate);
+
+// dx[i, p] (=|+=) Σ_j dy[i, j] · deq(W)[j, p]: the input gradient through a frozen quantised weight (QLoRA's
+// backward). W's rows are dequantised a panel at a time and met by the f32 GEMM. dy [m, n] rows lddy apart,
+// dx [m, k] rows lddx apart.
+void quant_gemm_dx(int64_t m, const float* dy, int64_t lddy, const QuantMatrix& w, float* dx, int64_t lddx,
+                   bool accumulate, const ThreadPool& pool);
 
 // The integer-dot decode path (AVX-512 VNNI, quant_gemv_avx512_vnni.cc): x quantised per unit of 32 inputs
 // to int8 (ref::quantize_activation_unit), laid out per block of W codes (64 bytes: 2 int8 units or 4 int4

@@ -1,10 +1,11 @@
 // The scalar tier of the quantised decode GEMV, and the row dequantiser of the prefill panels: each weight
 // dequantised in f32 exactly as the SIMD tiers do (int8 d·q; int4 fma(q, d, -8d); int4-asym fma(q, d, m)),
-// each output summed in f32 in increasing k.
+// nf4 nf4[q]·absmax), each output summed in f32 in increasing k.
 #include <cmath>
 #include <memory>
 
 #include "lathe/backend/cpu/quant_gemm.h"
+#include "lathe/ref/nf4.h"
 #include "lathe/ref/quant.h"
 
 namespace lathe::cpu {
@@ -12,6 +13,10 @@ namespace {
 
 // Row j's weights [k] in f32.
 void dequantize_row_f32(const QuantMatrix& w, int64_t j, float* out) {
+  if (w.spec.format == QuantFormat::kNf4) {  // the flattened weight's elements j·k .. j·k + k - 1
+    for (int64_t p = 0; p < w.k; ++p) out[p] = ref::nf4_dequantize_at(w.codes, w.absmax, w.spec.group, j * w.k + p);
+    return;
+  }
   const int64_t groups = w.k / w.spec.group;
   const uint8_t* c = w.codes + j * quant_row_bytes(w.spec.format, w.k);
   const f16* sc = w.scales + j * groups;
