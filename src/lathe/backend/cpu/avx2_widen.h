@@ -1,4 +1,4 @@
-// Element loads shared by the AVX2 tier's kernels (gemm_avx2.cc, gemv_avx2.cc): 8 consecutive f32, bf16
+// Element loads and the lane sum shared by the AVX2 tier's kernels (GEMM, GEMVs, quantised GEMVs): 8 consecutive f32, bf16
 // or f16 values as one f32 vector (bf16 is the top half of an f32: widen by a 16-bit shift; f16 by F16C's
 // vcvtph2ps, exact for every f16 value, subnormals included), and the scalar widening for tails. Only for
 // files compiled for the AVX2 tier (see CMakeLists.txt).
@@ -18,6 +18,15 @@ LATHE_AVX2 inline __m256 load_f32x8(const bf16* s) {
 LATHE_AVX2 inline __m256 load_f32x8(const f16* s) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
 }
+// The sum of a vector's 8 lanes, in a fixed order ((l + h) pairs, then halves), so a kernel's reduction
+// does not depend on how it was called.
+LATHE_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 inline float widen(float v) { return v; }
 inline float widen(bf16 v) { return bf16_to_f32(v); }
 LATHE_AVX2 inline float widen(f16 v) { return _cvtsh_ss(v.bits); }

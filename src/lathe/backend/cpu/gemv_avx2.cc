@@ -149,13 +149,6 @@ LATHE_AVX2 void gemv_tiles(int m, int64_t k, int64_t p0, int64_t p1, const float
   }
 }
 
-LATHE_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // W rows [j0, j1) block by block. m <= kGroup: one pass over K per block (the sums stay in registers);
 // otherwise K in chunks of kKc so the block's chunk of W is read from L1 by every group.
 template <class TW>
@@ -182,7 +175,7 @@ LATHE_AVX2 void gemv_nt_blocks(int m, int64_t k, const float* x, int64_t ldx, co
     for (int i = 0; i < m; ++i)
       for (int r = 0; r < rows; ++r) {
         float& out = y[i * ldy + j + r];
-        const float s = hsum(sums[i * kJb + r]);
+        const float s = avx2::hsum(sums[i * kJb + r]);
         out = beta == 0.f ? alpha * s : alpha * s + beta * out;
       }
   }

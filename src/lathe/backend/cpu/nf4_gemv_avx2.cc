@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/ref/nf4.h"
@@ -18,12 +19,6 @@ namespace {
 constexpr int kRows = 4;
 constexpr int kXRows = 2;
 constexpr int64_t kJb = 16;
-
-LATHE_AVX2 inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
 
 // nf4[idx] for 8 indices in [0, 15].
 LATHE_AVX2 inline __m256 lookup(__m256i idx, __m256 lo, __m256 hi) {
@@ -74,7 +69,7 @@ LATHE_AVX2 void tile(const float *x, int64_t ldx, const QuantMatrix &w, int64_t 
   for (int i = 0; i < MB; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const float v = hsum(acc[i][r]);
+      const float v = avx2::hsum(acc[i][r]);
       float &out = y[i * ldy + j + r];
       out = accumulate ? out + v : v;
     }

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "lathe/backend/cpu/column_chunks.h"
+#include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/base/context.h"
@@ -36,12 +37,6 @@ struct IntActivations {
   const float* dx = nullptr;
   const float* t = nullptr;
 };
-
-LATHE_AVX2 inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
 
 // Unit u of a W row as vpmaddubsw's operand: int8 codes as stored (signed), int4 nibbles in input order.
 template <QuantFormat F>
@@ -108,7 +103,7 @@ LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int6
   for (int i = 0; i < MB; ++i)
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const float v = hsum(acc[i][r]) + corr[i][r];
+      const float v = avx2::hsum(acc[i][r]) + corr[i][r];
       float& out = y[i * ldy + j + r];
       out = accumulate ? out + v : v;
     }
