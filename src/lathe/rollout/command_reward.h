@@ -5,15 +5,18 @@
 // other dataset columns}}; the process answers one line, a JSON array of G entries, each a number or null
 // ("not applicable", specs §5.1). The process's stderr goes to lathe's. A process that exits or crashes,
 // does not answer within the timeout (it is then killed), or answers anything else (not JSON, not an array
-// of G numbers / nulls) is an error naming the command: never a hung run.
+// of G numbers / nulls) is an error naming the command: never a hung run. The process itself is a
+// JsonLinesProcess (json_lines_process.h), as an external environment's is.
 #pragma once
 
-#include <sys/types.h>
-
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "lathe/rollout/json_lines_process.h"
 
 namespace lathe::rollout {
 
@@ -22,7 +25,7 @@ class CommandReward {
   // argv: the program (looked up on PATH) and its arguments, non-empty; timeout_s > 0: the longest wait for
   // one answer. Starts the process (InvalidArgument naming the command when it cannot be started).
   CommandReward(std::vector<std::string> argv, double timeout_s);
-  ~CommandReward();  // closes its stdin, then kills it if it has not exited within a second
+  ~CommandReward();  // closes its stdin, then kills it if it has not exited within a second (JsonLinesProcess)
   CommandReward(const CommandReward&) = delete;
   CommandReward& operator=(const CommandReward&) = delete;
 
@@ -33,17 +36,12 @@ class CommandReward {
   const std::string& command() const { return shown_; }  // argv joined by spaces, for messages
 
  private:
-  // exiting: the process closed its end, so it is likely exiting: wait up to a second for its status.
-  [[noreturn]] void fail(const std::string& why, bool exiting = false);
-  std::string read_line();  // the next answer line (without '\n'), within the timeout
+  [[noreturn]] void fail(const std::string& why);  // records the failure (later calls repeat it) and throws
 
-  std::vector<std::string> argv_;
   std::string shown_;
   double timeout_s_;
-  pid_t pid_ = -1;
-  int fd_ = -1;          // our end of the socket pair: the process's stdin and stdout
-  std::string pending_;  // bytes read past the last answer line
-  std::string failed_;   // the first failure, repeated by later calls
+  std::unique_ptr<JsonLinesProcess> process_;
+  std::string failed_;  // the first failure, repeated by later calls
 };
 
 }  // namespace lathe::rollout

@@ -26,12 +26,14 @@ std::string seconds(std::chrono::milliseconds ms) { return str_cat(static_cast<d
 }  // namespace
 
 JsonLinesProcess::JsonLinesProcess(std::vector<std::string> argv, std::string name) : name_(std::move(name)) {
-  if (argv.empty()) throw EnvironmentError(str_cat(name_, ": no command given"));
+  if (argv.empty()) throw EnvironmentError(str_cat(name_, ": no command given"), EnvironmentError::Kind::kStart,
+                                           "no command given");
   int in_pair[2], out_pair[2];
   // Our ends close on exec (no other child inherits them); dup2 clears the flag on the child's 0 and 1.
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pair) != 0 ||
       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out_pair) != 0)
-    throw EnvironmentError(str_cat(name_, ": cannot create its pipes: ", std::strerror(errno)));
+    throw EnvironmentError(str_cat(name_, ": cannot create its pipes: ", std::strerror(errno)),
+                           EnvironmentError::Kind::kStart, std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in_pair[1], STDIN_FILENO);
@@ -56,7 +58,8 @@ JsonLinesProcess::JsonLinesProcess(std::vector<std::string> argv, std::string na
     close(out_fd_);
     in_fd_ = out_fd_ = -1;
     pid_ = -1;
-    throw EnvironmentError(str_cat(name_, " could not be started: ", std::strerror(rc)));
+    throw EnvironmentError(str_cat(name_, " could not be started: ", std::strerror(rc)), EnvironmentError::Kind::kStart,
+                           std::strerror(rc));
   }
 }
 
@@ -104,15 +107,17 @@ std::string JsonLinesProcess::exit_description(std::chrono::milliseconds wait) {
   return "has exited";
 }
 
-nlohmann::json JsonLinesProcess::call(const nlohmann::json& request, std::chrono::milliseconds timeout) {
-  if (!dead_.empty()) throw EnvironmentError(str_cat(name_, " cannot answer: it ", dead_));
-  const std::string line = request.dump() + "\n";
+std::string JsonLinesProcess::exchange(const std::string& request, std::chrono::milliseconds timeout) {
+  using Kind = EnvironmentError::Kind;
+  if (!dead_.empty()) throw EnvironmentError(str_cat(name_, " cannot answer: it ", dead_), Kind::kExited, dead_);
+  const std::string line = request + "\n";
   for (size_t sent = 0; sent < line.size();) {
     const ssize_t w = send(in_fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) {
       dead_ = exit_description(std::chrono::milliseconds(1000));
-      throw EnvironmentError(str_cat(name_, " ", dead_, " before reading the request ", shorten(request.dump())));
+      throw EnvironmentError(str_cat(name_, " ", dead_, " before reading the request ", shorten(request)),
+                             Kind::kExited, dead_);
     }
     sent += static_cast<size_t>(w);
   }
@@ -126,20 +131,27 @@ nlohmann::json JsonLinesProcess::call(const nlohmann::json& request, std::chrono
     if (n == 0) {
       kill_child();
       dead_ = str_cat("did not answer within ", seconds(timeout), " (it was killed)");
-      throw EnvironmentError(str_cat(name_, " ", dead_, "; the request was ", shorten(request.dump())));
+      throw EnvironmentError(str_cat(name_, " ", dead_, "; the request was ", shorten(request)), Kind::kTimeout,
+                             dead_);
     }
     char buf[4096];
     const ssize_t r = n > 0 ? recv(out_fd_, buf, sizeof buf, 0) : -1;
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       dead_ = exit_description(std::chrono::milliseconds(1000));
-      throw EnvironmentError(str_cat(name_, " ", dead_, " before answering the request ", shorten(request.dump())));
+      throw EnvironmentError(str_cat(name_, " ", dead_, " before answering the request ", shorten(request)),
+                             Kind::kExited, dead_);
     }
     buffered_.append(buf, static_cast<size_t>(r));
   }
   std::string reply = buffered_.substr(0, nl);
   buffered_.erase(0, nl + 1);
   if (!reply.empty() && reply.back() == '\r') reply.pop_back();
+  return reply;
+}
+
+nlohmann::json JsonLinesProcess::call(const nlohmann::json& request, std::chrono::milliseconds timeout) {
+  const std::string reply = exchange(request.dump(), timeout);
   nlohmann::json j = nlohmann::json::parse(reply, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     throw EnvironmentError(str_cat(name_, " answered with a line that is not a JSON object: ", shorten(reply),

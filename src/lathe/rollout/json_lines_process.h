@@ -18,10 +18,20 @@
 
 namespace lathe::rollout {
 
-// An environment (or other helper process) failed: the message names it and says how.
+// An environment (or other helper process) failed: the message names it and says how; `how` alone
+// ("exited with status 3", "did not answer within 0.5 s (it was killed)", the start error) lets a caller
+// word its own message around it.
 class EnvironmentError : public Error {
  public:
-  using Error::Error;
+  enum class Kind { kStart, kExited, kTimeout, kMalformed };
+  EnvironmentError(const std::string& what, Kind kind = Kind::kMalformed, std::string how = "")
+      : Error(what), kind_(kind), how_(std::move(how)) {}
+  Kind kind() const { return kind_; }
+  const std::string& how() const { return how_; }
+
+ private:
+  Kind kind_;
+  std::string how_;
 };
 
 class JsonLinesProcess {
@@ -39,6 +49,9 @@ class JsonLinesProcess {
   // does not answer in time (it is killed: a later call fails at once), or answers with a line that is not
   // a JSON object.
   nlohmann::json call(const nlohmann::json& request, std::chrono::milliseconds timeout);
+  // The same exchange on raw text: writes `line` (no newline) and returns the next line of its stdout, for
+  // callers with their own protocol (rollout/command_reward.h); EnvironmentError as above but for the JSON.
+  std::string exchange(const std::string& line, std::chrono::milliseconds timeout);
 
   const std::string& name() const { return name_; }
   pid_t pid() const { return pid_; }
