@@ -73,6 +73,7 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
         if (t.loss_mask.empty() || t.loss_mask[i]) ids.push_back(static_cast<uint32_t>(t.completion[i]));
       in.push_back({.prompt = row.prompt,
                     .completion = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true),
+                    .completion_raw = enc->tokenizer().decode(ids, /*skip_special_tokens=*/false),
                     .completion_tokens = static_cast<int64_t>(ids.size()),
                     .max_completion_tokens = max_len,
                     .columns = &row.columns});

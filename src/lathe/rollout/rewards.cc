@@ -7,12 +7,13 @@
 #include <set>
 
 #include "lathe/base/error.h"
+#include "lathe/rollout/tool_call_match.h"
 
 namespace lathe::rollout {
 
 namespace {
 
-constexpr const char* kKinds[] = {"format", "answer_exact", "answer_numeric", "length", "command"};
+constexpr const char* kKinds[] = {"format", "answer_exact", "answer_numeric", "tool_call", "length", "command"};
 static_assert(std::size(kKinds) == static_cast<size_t>(RewardKind::kCount));
 constexpr double kNa = std::numeric_limits<double>::quiet_NaN();
 
@@ -56,6 +57,7 @@ const std::set<std::string>& kind_keys(RewardKind k) {
   static const std::set<std::string> kKeys[] = {{"pattern"},
                                                 {"pattern", "column"},
                                                 {"pattern", "column", "tolerance"},
+                                                {"column", "parser", "partial"},
                                                 {"target"},
                                                 {"command", "timeout"}};
   static_assert(std::size(kKeys) == static_cast<size_t>(RewardKind::kCount));
@@ -80,7 +82,7 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
     for (size_t k = 0; k < std::size(kKinds); ++k)
       if (type == kKinds[k]) r.kind = static_cast<RewardKind>(k);
     LATHE_CHECK_ARG(r.kind != RewardKind::kCount, at, ".type = ", e.contains("type") ? e["type"].dump() : "(none)",
-                    ": must be format, answer_exact, answer_numeric, length or command");
+                    ": must be format, answer_exact, answer_numeric, tool_call, length or command");
     const std::set<std::string>& allowed = kind_keys(r.kind);
     std::string keys = "type, name, weight";
     for (const std::string& k : allowed) keys += ", " + k;
@@ -107,6 +109,7 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
         throw InvalidArgument(str_cat(at, ".pattern = \"", r.pattern, "\": not a regex (", err.what(), ")"));
       }
     }
+    if (r.kind == RewardKind::kToolCall) r.column = "tool_call";
     if (e.contains("column")) {
       LATHE_CHECK_ARG(e["column"].is_string() && !e["column"].get<std::string>().empty(), at, ".column = ",
                       e["column"].dump(), ": expected the name of a dataset column");
@@ -116,6 +119,17 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
       LATHE_CHECK_ARG(e["tolerance"].is_number() && e["tolerance"].get<double>() >= 0, at, ".tolerance = ",
                       e["tolerance"].dump(), ": a number >= 0");
       r.tolerance = e["tolerance"].get<double>();
+    }
+    if (e.contains("parser")) {
+      const std::optional<serve::ToolCallFormat> f =
+          e["parser"].is_string() ? serve::tool_call_format_from_string(e["parser"].get<std::string>()) : std::nullopt;
+      LATHE_CHECK_ARG(f && *f != serve::ToolCallFormat::kNone, at, ".parser = ", e["parser"].dump(),
+                      ": the model's call syntax, one of hermes, llama3_json, mistral, gemma4 (as --tool-call-parser)");
+      r.tool_call_format = *f;
+    }
+    if (e.contains("partial")) {
+      LATHE_CHECK_ARG(e["partial"].is_boolean(), at, ".partial = ", e["partial"].dump(), ": expected true or false");
+      r.partial = e["partial"].get<bool>();
     }
     if (e.contains("target")) {
       LATHE_CHECK_ARG(e["target"].is_number_integer() && e["target"].get<int64_t>() >= 0 &&
@@ -162,6 +176,7 @@ double reward_value(const RewardSpec& r, const RewardInput& in) {
     }
     case RewardKind::kAnswerExact:
     case RewardKind::kAnswerNumeric:
+    case RewardKind::kToolCall:
       break;
     case RewardKind::kCommand:
     case RewardKind::kCount:
@@ -171,6 +186,11 @@ double reward_value(const RewardSpec& r, const RewardInput& in) {
   const bool has = in.columns != nullptr && in.columns->contains(r.column) && !(*in.columns)[r.column].is_null();
   if (!has) return kNa;  // no answer for this row: not applicable
   const nlohmann::ordered_json& answer = (*in.columns)[r.column];
+  if (r.kind == RewardKind::kToolCall) {
+    const ToolCallMatch m = match_tool_calls(parse_tool_calls(in.completion_raw.empty() ? in.completion : in.completion_raw, r.tool_call_format),
+                                             expected_tool_calls(answer, str_cat("reward ", r.name, ": column ", r.column)));
+    return r.partial ? m.fraction() : (m.exact() ? 1.0 : 0.0);
+  }
   const std::optional<std::string> got = extract(r, in.completion);
   if (r.kind == RewardKind::kAnswerExact) {
     const std::string want = answer.is_string() ? answer.get<std::string>() : answer.dump();

@@ -5,12 +5,16 @@
 //                   equals the row's `column` (default answer), trimmed: 1, else 0
 //   answer_numeric  the number `pattern` captures (no pattern: the completion's last number) is within
 //                   `tolerance` of the row's numeric `column`: 1, else 0 (no number: 0)
+//   tool_call       the completion makes the tool calls of the row's `column` (default tool_call): name and
+//                   expected arguments, read by the serving parser for `parser` (default hermes;
+//                   tool_call_match.h): 1 for an exact match, else 0, or with `partial: true` the fraction of
+//                   checks passed
 //   length          a length penalty in completion tokens: −max(0, |y| − target) / (L_max − target), in [−1, 0]
 //                   (L_max = grpo.max_completion_length; target default 0)
 //   command         an external program scoring over JSON Lines (command_reward.h; scored by RewardSet)
 // Each entry has a `name` (rewards/<name> in the metrics; default its type) and an optional `weight` (the total
 // reward is the weighted sum; rewards/<name> stay unweighted). The answer rewards are "not applicable" (NaN,
-// specs §5.1) on a row without that column, so mixed datasets need no dummy answers.
+// specs §5.1) on a row without that column (so is tool_call), so mixed datasets need no dummy answers.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +25,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lathe/serve/frontend/tool_call_parser.h"
+
 namespace lathe::rollout {
 
-enum class RewardKind : uint8_t { kFormat, kAnswerExact, kAnswerNumeric, kLength, kCommand, kCount };
+enum class RewardKind : uint8_t { kFormat, kAnswerExact, kAnswerNumeric, kToolCall, kLength, kCommand, kCount };
 
 struct RewardSpec {
   RewardKind kind = RewardKind::kFormat;
@@ -31,7 +37,10 @@ struct RewardSpec {
   std::string pattern;            // "" allowed for the answer rewards
   std::optional<std::regex> re;   // compiled pattern
   double tolerance = 1e-6;        // answer_numeric: |x − answer| <= tolerance · max(1, |answer|)
-  std::string column = "answer";  // answer rewards: the dataset column holding the answer
+  std::string column = "answer";  // answer and tool_call rewards: the dataset column holding the answer (tool_call:
+                                  // default "tool_call")
+  serve::ToolCallFormat tool_call_format = serve::ToolCallFormat::kHermes;  // tool_call: the call syntax
+  bool partial = false;           // tool_call: the fraction of checks passed instead of 0 / 1
   std::optional<double> weight;   // its weight in the total reward (unset: 1, or grpo.reward_weights)
   int64_t target = 0;             // length: completions up to this many tokens are not penalised
   std::vector<std::string> command;  // command: argv
@@ -42,6 +51,8 @@ struct RewardSpec {
 struct RewardInput {
   std::string prompt;                   // the prompt as rendered (chat template applied)
   std::string completion;               // decoded, special tokens skipped
+  std::string completion_raw;           // decoded with special tokens kept (tool_call: some families' call markers
+                                        // are special tokens); empty: use `completion`
   int64_t completion_tokens = 0;        // |y|
   int64_t max_completion_tokens = 0;    // grpo.max_completion_length
   const nlohmann::ordered_json* columns = nullptr;  // the row's other dataset columns (an object), or null
