@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "args.h"
+#include "food_log_tasks.h"
+#include "world_tables.h"
 #include "lathe/base/rng.h"
 #include "lathe/io/mapped_file.h"
 #include "lathe/train/byte_tokenizer.h"
@@ -21,30 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-struct Food {
-  const char* name;    // singular, with its unit
-  const char* plural;
-  int calories;        // per unit: the world's one fact table
-};
-const Food kFoods[] = {
-    {"egg", "eggs", 78},          {"slice of toast", "slices of toast", 80}, {"banana", "bananas", 105},
-    {"apple", "apples", 95},      {"cup of rice", "cups of rice", 205},     {"bowl of oatmeal", "bowls of oatmeal", 150},
-    {"glass of milk", "glasses of milk", 120}, {"cup of coffee", "cups of coffee", 2}, {"orange", "oranges", 62},
-    {"yogurt", "yogurts", 100},   {"slice of pizza", "slices of pizza", 285}, {"chicken breast", "chicken breasts", 165},
-    {"carrot", "carrots", 25},    {"cookie", "cookies", 50},                {"bagel", "bagels", 245},
-    {"cup of soup", "cups of soup", 90}};
-const char* kPeople[] = {"Maya", "Leo", "Ana", "Tom", "Priya", "Sam", "Noor", "Ivan", "Chen", "Lucia", "Omar", "Kate"};
-const char* kDays[] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
-const char* kMeals[] = {"breakfast", "lunch", "dinner", "a snack"};
-const char* kNumbers[] = {"zero", "one", "two", "three", "four", "five"};
-const std::pair<const char*, const char*> kCapitals[] = {
-    {"France", "Paris"},       {"Germany", "Berlin"},    {"Italy", "Rome"},         {"Spain", "Madrid"},
-    {"Portugal", "Lisbon"},    {"Japan", "Tokyo"},       {"China", "Beijing"},      {"India", "New Delhi"},
-    {"Canada", "Ottawa"},      {"Mexico", "Mexico City"}, {"Brazil", "Brasilia"},   {"Argentina", "Buenos Aires"},
-    {"Egypt", "Cairo"},        {"Kenya", "Nairobi"},     {"Nigeria", "Abuja"},      {"Australia", "Canberra"},
-    {"Russia", "Moscow"},      {"Poland", "Warsaw"},     {"Sweden", "Stockholm"},   {"Norway", "Oslo"},
-    {"Greece", "Athens"},      {"Turkey", "Ankara"},     {"Peru", "Lima"},          {"Chile", "Santiago"},
-    {"Thailand", "Bangkok"},   {"Vietnam", "Hanoi"},     {"Ireland", "Dublin"},     {"Austria", "Vienna"}};
+using namespace world;  // the fact tables (world_tables.h)
 
 template <class T, size_t N>
 const T& pick(CounterRng& rng, const T (&arr)[N]) {
@@ -120,11 +99,18 @@ const CommandSpec& data_synth_spec() {
       .brief = "the quickstart's synthetic corpus and its tokenizer",
       .summary = "Writes the quickstart world: DIR/world.jsonl ({\"text\"} per document: meal logs with calories,\n"
                  "food facts, arithmetic, capitals) and DIR/tokenizer/ (byte-level, with <|endoftext|>,\n"
-                 "<|im_start|>, <|im_end|> and a ChatML chat template). Same seed, same files.\n",
+                 "<|im_start|>, <|im_end|> and a ChatML chat template). Same seed, same files.\n"
+                 "--tool-calls also writes the food-logging assistant's tasks (food_log_tasks.h): DIR/food_sft.jsonl\n"
+                 "(conversations ending in a log_food tool call), DIR/food_grpo.jsonl and the held-out\n"
+                 "DIR/food_eval.jsonl (prompts with the expected call in a tool_call column).\n",
       .options = {
           {"--out", "DIR", "output folder (required; created)"},
           {"--documents", "N", "documents to write, >= 1 (default: 20000)"},
           {"--seed", "S", "corpus seed, >= 0 (default: 0)"},
+          {"--tool-calls", "", "also the food-logging tool-call tasks (SFT, GRPO, held-out eval)"},
+          {"--sft-examples", "N", "--tool-calls: SFT conversations (default: 2000)"},
+          {"--grpo-prompts", "N", "--tool-calls: GRPO prompts (default: 256)"},
+          {"--eval-prompts", "N", "--tool-calls: held-out prompts (default: 200)"},
       }};
   return spec;
 }
@@ -146,6 +132,12 @@ int cmd_data_synth(int argc, char** argv) {
   train::write_byte_level_tokenizer((out / "tokenizer").string());
   std::printf("%s: %lld documents, %.1f MB; tokenizer in %s\n", (out / "world.jsonl").c_str(), (long long)n,
               text.size() / 1e6, (out / "tokenizer").c_str());
+  if (a.has("--tool-calls"))
+    std::printf("%s\n", write_food_log_tasks(out.string(), seed,
+                                              {.sft = a.integer("--sft-examples", 2000, 1),
+                                               .grpo = a.integer("--grpo-prompts", 256, 1),
+                                               .eval = a.integer("--eval-prompts", 200, 1)})
+                             .c_str());
   return 0;
 }
 

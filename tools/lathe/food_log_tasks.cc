@@ -1,0 +1,98 @@
+#include "food_log_tasks.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lathe/base/error.h"
+#include "lathe/base/rng.h"
+#include "lathe/io/mapped_file.h"
+#include "world_tables.h"
+
+namespace lathe::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+using namespace world;
+
+constexpr const char* kPhrasings[] = {"I had {food} for {meal}.", "For {meal} I ate {food}.",
+                                      "Log {food} for {meal}, please.", "Just finished {meal}: {food}."};
+constexpr int kMaxQuantity = 5;
+constexpr int kHeldOutOneIn = 4;  // a quarter of the combinations is held out for evaluation
+
+// One (phrasing, quantity, food, meal) combination, numbered in [0, kCombinations).
+constexpr int64_t kCombinations =
+    static_cast<int64_t>(std::size(kPhrasings)) * kMaxQuantity * std::size(kFoods) * std::size(kMeals);
+
+struct Task {
+  std::string user;
+  ordered_json call;
+};
+
+std::string replace(std::string s, const std::string& key, const std::string& value) {
+  const size_t at = s.find(key);
+  return at == std::string::npos ? s : s.replace(at, key.size(), value);
+}
+
+Task task(int64_t combination) {
+  int64_t c = combination;
+  const size_t meal = static_cast<size_t>(c % std::ssize(kMeals));
+  c /= std::ssize(kMeals);
+  const Food& food = kFoods[c % std::ssize(kFoods)];
+  c /= std::ssize(kFoods);
+  const int quantity = 1 + static_cast<int>(c % kMaxQuantity);
+  c /= kMaxQuantity;
+  const char* phrasing = kPhrasings[c];
+  const std::string what = quantity == 1 ? (std::string("aeiou").find(food.name[0]) != std::string::npos ? "an " : "a ") +
+                                               std::string(food.name)
+                                         : std::string(kNumbers[quantity]) + " " + food.plural;
+  const std::string meal_text = kMeals[meal];  // "a snack" in the text, "snack" in the call
+  const std::string meal_key = meal_text.rfind("a ", 0) == 0 ? meal_text.substr(2) : meal_text;
+  return {.user = replace(replace(phrasing, "{food}", what), "{meal}", meal_text),
+          .call = {{"name", "log_food"},
+                   {"arguments", {{"item", food.name}, {"quantity", quantity}, {"meal", meal_key}}}}};
+}
+
+std::string prompt_row(const Task& t) {
+  return ordered_json{{"prompt", ordered_json::array({{{"role", "user"}, {"content", t.user}}})}, {"tool_call", t.call}}
+             .dump() +
+         "\n";
+}
+
+}  // namespace
+
+std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const FoodLogTaskCounts& n) {
+  LATHE_CHECK_ARG(n.sft >= 1 && n.grpo >= 1 && n.eval >= 1, "--sft-examples, --grpo-prompts, --eval-prompts: >= 1");
+  std::vector<int64_t> train, held_out;
+  for (int64_t c = 0; c < kCombinations; ++c) {
+    CounterRng r{derive_key(seed, 0x666f6f64ull + static_cast<uint64_t>(c)), 0};
+    (r.next_below(kHeldOutOneIn) == 0 ? held_out : train).push_back(c);
+  }
+  CounterRng rng{derive_key(seed, 0x746f6f6c63616c6cull), 0};
+  for (size_t i = held_out.size(); i > 1; --i) std::swap(held_out[i - 1], held_out[rng.next_below(i)]);  // Fisher-Yates
+  LATHE_CHECK_ARG(n.eval <= std::ssize(held_out), "--eval-prompts ", n.eval, ": at most ", held_out.size(),
+                  " held-out combinations with this seed");
+  std::string sft, grpo, eval;
+  for (int64_t i = 0; i < n.sft; ++i) {
+    const Task t = task(train[rng.next_below(train.size())]);
+    const std::string answer = "<tool_call>" + t.call.dump() + "</tool_call>";
+    sft += ordered_json{{"messages", ordered_json::array({{{"role", "user"}, {"content", t.user}},
+                                                          {{"role", "assistant"}, {"content", answer}}})}}
+               .dump() +
+           "\n";
+  }
+  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(train[rng.next_below(train.size())]));
+  for (int64_t i = 0; i < n.eval; ++i) eval += prompt_row(task(held_out[static_cast<size_t>(i)]));
+  const std::filesystem::path d(dir);
+  write_file_atomic((d / "food_sft.jsonl").string(), sft);
+  write_file_atomic((d / "food_grpo.jsonl").string(), grpo);
+  write_file_atomic((d / "food_eval.jsonl").string(), eval);
+  return str_cat((d / "food_{sft,grpo,eval}.jsonl").string(), ": ", n.sft, " SFT conversations, ", n.grpo,
+                 " GRPO prompts, ", n.eval, " held-out prompts (", held_out.size(), " of ", kCombinations,
+                 " combinations held out)");
+}
+
+}  // namespace lathe::cli
