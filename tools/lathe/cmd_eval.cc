@@ -44,7 +44,7 @@ const CommandSpec &eval_spec() {
                   {"--column", "NAME", "--tool-calls: the column of expected calls (default: tool_call)"},
                   {"--parser", "NAME", "--tool-calls: the call syntax, hermes | llama3_json | mistral | gemma4 (default: hermes)"},
                   {"--tokenizer", "DIR", "--tool-calls: tokenizer.json + tokenizer_config.json (default: MODEL_DIR)"},
-                  {"--max-tokens", "N", "--tool-calls: tokens per completion (default: 96)"},
+                  {"--max-tokens", "N", "--tool-calls: tokens per completion (default: 128)"},
                   {"--out", "FILE", "--tool-calls: write the figures and every completion as JSON"},
                   {"--seq-len", "T", "tokens per window (default: 128)"},
                   {"--batch-size", "B", "windows per batch (default: 16)"},
@@ -59,7 +59,7 @@ namespace {
 
 int eval_tool_call_accuracy(const Args &a, const Model &model) {
   rollout::ToolCallEvalOptions o{.column = a.str("--column", "tool_call"),
-                                 .max_new_tokens = a.integer("--max-tokens", 96, 1)};
+                                 .max_new_tokens = a.integer("--max-tokens", 128, 1)};
   const std::string parser = a.str("--parser", "hermes");
   const std::optional<serve::ToolCallFormat> f = serve::tool_call_format_from_string(parser);
   LATHE_CHECK_ARG(f && *f != serve::ToolCallFormat::kNone, "--parser ", parser,

@@ -19,7 +19,7 @@ namespace lathe::rollout {
 struct ToolCallEvalOptions {
   std::string column = "tool_call";  // the expected calls (tool_call_match.h's forms)
   serve::ToolCallFormat format = serve::ToolCallFormat::kHermes;
-  int64_t max_new_tokens = 96;
+  int64_t max_new_tokens = 128;  // a byte-level model's call takes ~100
   int64_t max_prompt_length = 512;   // longer prompts keep their last tokens, as GRPO's
 };
 
