@@ -21,11 +21,12 @@ namespace lathe::rollout {
 namespace {
 
 struct Fixture {
-  std::string dir = (std::filesystem::temp_directory_path() / "lathe_tool_call_eval_test").string();
+  // Its own folder per test: CTest runs the tests of this file in parallel.
+  std::string dir = testing::scratch_dir(std::string("tool_call_eval_") +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::unique_ptr<Model> model = Model::load(testing::fixtures_root() + "/models/llama");
   std::unique_ptr<posttrain::ExampleEncoder> enc;
   Fixture() {
-    std::filesystem::remove_all(dir);
     train::write_byte_level_tokenizer(dir + "/tokenizer");
     enc = std::make_unique<posttrain::ExampleEncoder>(tokenizer::read_tokenizer_files(dir + "/tokenizer"),
                                                       posttrain::EncoderOptions{});
