@@ -3,10 +3,10 @@
 // SFT answers are well-formed calls the tool_call reward's parser reads back as the expected call.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "lathe/io/file_read.h"
 #include "lathe/io/test_paths.h"
 #include "lathe/rollout/tool_call_match.h"
 #include "cli_run.h"
@@ -16,16 +16,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string read(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::vector<Json> rows(const std::string& path) {
   std::vector<Json> out;
-  std::istringstream in(read(path));
+  std::istringstream in(read_file(path));
   for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
   return out;
 }
@@ -43,8 +36,8 @@ TEST(FoodLogTasks, DeterministicHeldOutDisjointAndConsistent) {
   const std::string a = synth(scratch_dir("food_log_a"), 3), b = synth(scratch_dir("food_log_b"), 3),
                     c = synth(scratch_dir("food_log_c"), 4);
   for (const char* f : {"/food_sft.jsonl", "/food_grpo.jsonl", "/food_eval.jsonl"}) {
-    EXPECT_EQ(read(a + f), read(b + f)) << f;
-    EXPECT_NE(read(a + f), read(c + f)) << f;  // another seed, another draw
+    EXPECT_EQ(read_file(a + f), read_file(b + f)) << f;
+    EXPECT_NE(read_file(a + f), read_file(c + f)) << f;  // another seed, another draw
   }
   std::set<std::string> seen;  // user sentences of the training files
   for (const Json& r : rows(a + "/food_sft.jsonl")) {

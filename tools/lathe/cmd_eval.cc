@@ -10,6 +10,7 @@
 #include "lathe/autograd/node.h"
 #include "lathe/base/context.h"
 #include "lathe/dist/communicator.h"
+#include "lathe/io/mapped_file.h"
 #include "lathe/io/tokenizer/tokenizer.h"
 #include "lathe/models/model.h"
 #include "lathe/posttrain/dataset.h"
@@ -78,12 +79,7 @@ int eval_tool_call_accuracy(const Args &a, const Model &model) {
                                       {"accuracy", r.accuracy()},      {"accuracy_stderr", r.accuracy_stderr()},
                                       {"call_rate", r.call_rate()},    {"checks_passed", r.partial()},
                                       {"completions", r.completions}};
-    const std::string out = a.str("--out", "");
-    std::FILE *fp = std::fopen(out.c_str(), "w");
-    LATHE_CHECK_ARG(fp != nullptr, "--out ", out, ": cannot write");
-    const std::string text = j.dump(2) + "\n";
-    std::fwrite(text.data(), 1, text.size(), fp);
-    std::fclose(fp);
+    write_file_atomic(a.str("--out", ""), j.dump(2) + "\n");
   }
   return 0;
 }

@@ -46,12 +46,9 @@ Task task(int64_t combination) {
   const int quantity = 1 + static_cast<int>(c % kMaxQuantity);
   c /= kMaxQuantity;
   const char* phrasing = kPhrasings[c];
-  const std::string what = quantity == 1 ? (std::string("aeiou").find(food.name[0]) != std::string::npos ? "an " : "a ") +
-                                               std::string(food.name)
-                                         : std::string(kNumbers[quantity]) + " " + food.plural;
   const std::string meal_text = kMeals[meal];  // "a snack" in the text, "snack" in the call
   const std::string meal_key = meal_text.rfind("a ", 0) == 0 ? meal_text.substr(2) : meal_text;
-  return {.user = replace(replace(phrasing, "{food}", what), "{meal}", meal_text),
+  return {.user = replace(replace(phrasing, "{food}", food_amount(food, quantity)), "{meal}", meal_text),
           .call = {{"name", "log_food"},
                    {"arguments", {{"item", food.name}, {"quantity", quantity}, {"meal", meal_key}}}}};
 }

@@ -42,10 +42,7 @@ std::string food_log(CounterRng& rng) {
     const Food& f = pick(rng, kFoods);
     const int count = 1 + static_cast<int>(rng.next_below(3));
     total += count * f.calories;
-    const std::string item = count == 1 ? (std::string("aeiou").find(f.name[0]) != std::string::npos ? "an " : "a ") +
-                                              std::string(f.name)
-                                        : std::string(kNumbers[count]) + " " + f.plural;
-    items += (i == 0 ? "" : i + 1 == n_items ? " and " : ", ") + item;
+    items += (i == 0 ? "" : i + 1 == n_items ? " and " : ", ") + food_amount(f, count);
   }
   return std::string("On ") + day + ", " + who + " had " + items + " for " + meal + ". That is " +
          std::to_string(total) + " calories.";

@@ -3,6 +3,7 @@
 // (food_log_tasks.cc) draw from the same tables, so post-training teaches a world the model has read about.
 #pragma once
 
+#include <string>
 #include <utility>
 
 namespace lathe::cli::world {
@@ -31,5 +32,11 @@ inline constexpr std::pair<const char*, const char*> kCapitals[] = {
     {"Russia", "Moscow"},      {"Poland", "Warsaw"},     {"Sweden", "Stockholm"},   {"Norway", "Oslo"},
     {"Greece", "Athens"},      {"Turkey", "Ankara"},     {"Peru", "Lima"},          {"Chile", "Santiago"},
     {"Thailand", "Bangkok"},   {"Vietnam", "Hanoi"},     {"Ireland", "Dublin"},     {"Austria", "Vienna"}};
+
+// "a banana", "an egg", "two slices of pizza": `count` (1-5) of a food as the world's sentences say it.
+inline std::string food_amount(const Food& f, int count) {
+  if (count != 1) return std::string(kNumbers[count]) + " " + f.plural;
+  return (std::string("aeiou").find(f.name[0]) != std::string::npos ? "an " : "a ") + std::string(f.name);
+}
 
 }  // namespace lathe::cli::world

@@ -1,5 +1,6 @@
 #include "lathe/rollout/grpo_trainer.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "lathe/base/error.h"
@@ -10,6 +11,7 @@
 #include "lathe/posttrain/posttrain_run.h"
 #include "lathe/rollout/engine_rollout.h"
 #include "lathe/rollout/episode_rollout.h"
+#include "lathe/rollout/prompt_encoding.h"
 #include "lathe/rollout/reward_set.h"
 
 namespace lathe::rollout {
@@ -52,18 +54,16 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
   };
   auto rows = std::make_shared<std::vector<Row>>();
   for (const posttrain::Example& e : d.examples) {
-    const bool chat = e.prompt.conversational;
-    const std::string text = chat ? enc->render(e.prompt.messages, true, e.tools) : e.prompt.text;
-    const std::vector<uint32_t> ids = tok.encode_ids(text, !chat);
-    LATHE_CHECK_ARG(!ids.empty(), e.where, ": the prompt has no tokens");
-    // Longer prompts keep their last max_prompt_length tokens (TRL truncates on the left).
-    const size_t skip = ids.size() > static_cast<size_t>(o.max_prompt_length) ? ids.size() - o.max_prompt_length : 0;
-    prompts.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(skip), ids.end());
-    rows->push_back({text, e.extra});
+    EncodedPrompt p = encode_prompt(*enc, e, o.max_prompt_length);
+    prompts.push_back(std::move(p.ids));
+    rows->push_back({std::move(p.text), e.extra});
   }
   auto set = std::make_shared<RewardSet>(specs);  // starts the reward commands, once per run
+  // tool_call rewards parse the call markers, which some families make special tokens: a second decode keeps them.
+  const bool keep_special = std::any_of(specs.begin(), specs.end(),
+                                        [](const RewardSpec& r) { return r.kind == RewardKind::kToolCall; });
   const int64_t max_len = o.max_completion_length;
-  RewardFn fn = [enc, rows, set, max_len](int64_t prompt, std::span<const posttrain::Trajectory> group) {
+  RewardFn fn = [enc, rows, set, max_len, keep_special](int64_t prompt, std::span<const posttrain::Trajectory> group) {
     const Row& row = (*rows)[static_cast<size_t>(prompt)];
     std::vector<RewardInput> in;
     for (const posttrain::Trajectory& t : group) {
@@ -73,7 +73,7 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
         if (t.loss_mask.empty() || t.loss_mask[i]) ids.push_back(static_cast<uint32_t>(t.completion[i]));
       in.push_back({.prompt = row.prompt,
                     .completion = enc->tokenizer().decode(ids, /*skip_special_tokens=*/true),
-                    .completion_raw = enc->tokenizer().decode(ids, /*skip_special_tokens=*/false),
+                    .completion_raw = keep_special ? enc->tokenizer().decode(ids, /*skip_special_tokens=*/false) : "",
                     .completion_tokens = static_cast<int64_t>(ids.size()),
                     .max_completion_tokens = max_len,
                     .columns = &row.columns});

@@ -2,6 +2,7 @@
 
 #include "lathe/base/error.h"
 #include "lathe/rollout/engine_completion_sampler.h"
+#include "lathe/rollout/prompt_encoding.h"
 #include "lathe/rollout/tool_call_match.h"
 
 namespace lathe::rollout {
@@ -17,12 +18,7 @@ ToolCallEvalResult eval_tool_calls(const Model& model, const posttrain::ExampleE
     LATHE_CHECK_ARG(e.extra.contains(o.column) && !e.extra[o.column].is_null(), e.where, ": no `", o.column,
                     "` column (the expected tool calls)");
     want.push_back(expected_tool_calls(e.extra[o.column], str_cat(e.where, ": ", o.column)));
-    const bool chat = e.prompt.conversational;
-    const std::string text = chat ? enc.render(e.prompt.messages, true, e.tools) : e.prompt.text;
-    const std::vector<uint32_t> ids = enc.tokenizer().encode_ids(text, !chat);
-    LATHE_CHECK_ARG(!ids.empty(), e.where, ": the prompt has no tokens");
-    const size_t skip = ids.size() > static_cast<size_t>(o.max_prompt_length) ? ids.size() - o.max_prompt_length : 0;
-    prompts.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(skip), ids.end());
+    prompts.push_back(encode_prompt(enc, e, o.max_prompt_length).ids);
   }
   EngineCompletionSampler sampler;
   const std::vector<std::vector<int32_t>> out =
