@@ -51,7 +51,7 @@ step "lathe grpo recipes/lifecycle/grpo.yaml: the format reward alone"
 evaluate runs/lifecycle-grpo-format/model runs/lifecycle-grpo-format
 
 step "lathe serve runs/lifecycle-grpo/model --port $port, one OpenAI chat completion"
-"$lathe" serve runs/lifecycle-grpo/model --port "$port" --served-model-name food-logger > runs/lifecycle-serve.log 2>&1 &
+"$lathe" serve runs/lifecycle-grpo/model --port "$port" --served-model-name food-logger --tool-call-parser hermes > runs/lifecycle-serve.log 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -59,7 +59,8 @@ for _ in $(seq 1 100); do
   kill -0 $server 2>/dev/null || { cat runs/lifecycle-serve.log; exit 1; }
   sleep 0.1
 done
-request='{"model":"food-logger","messages":[{"role":"user","content":"I had two bananas for breakfast."}],"max_tokens":128,"temperature":0}'
+tool='{"type":"function","function":{"name":"log_food","parameters":{"type":"object","properties":{"item":{"type":"string"},"quantity":{"type":"integer"},"meal":{"type":"string"}}}}}'
+request='{"model":"food-logger","messages":[{"role":"user","content":"I had two bananas for breakfast."}],"tools":['"$tool"'],"max_tokens":128,"temperature":0}'
 echo "POST /v1/chat/completions $request"
 curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$request"
 echo
