@@ -21,11 +21,7 @@ using namespace world;
 constexpr const char* kPhrasings[] = {"I had {food} for {meal}.", "For {meal} I ate {food}.",
                                       "Log {food} for {meal}, please.", "Just finished {meal}: {food}."};
 constexpr int kMaxQuantity = 5;
-// Each combination draws one of four lots: evaluation (held out from all training), GRPO prompts, or SFT (two
-// lots). GRPO asks what SFT never showed: on prompts the SFT model has already memorised every completion of a
-// group earns the same reward, and a group without reward variance teaches nothing.
-constexpr int kLots = 4;
-constexpr uint64_t kEvalLot = 0, kGrpoLot = 1;
+constexpr int kHeldOutOneIn = 4;  // a quarter of the combinations is held out for evaluation
 
 // One (phrasing, quantity, food, meal) combination, numbered in [0, kCombinations).
 constexpr int64_t kCombinations =
@@ -67,11 +63,10 @@ std::string prompt_row(const Task& t) {
 
 std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const FoodLogTaskCounts& n) {
   LATHE_CHECK_ARG(n.sft >= 1 && n.grpo >= 1 && n.eval >= 1, "--sft-examples, --grpo-prompts, --eval-prompts: >= 1");
-  std::vector<int64_t> sft_combos, grpo_combos, held_out;
+  std::vector<int64_t> train, held_out;
   for (int64_t c = 0; c < kCombinations; ++c) {
     CounterRng r{derive_key(seed, 0x666f6f64ull + static_cast<uint64_t>(c)), 0};
-    const uint64_t lot = r.next_below(kLots);
-    (lot == kEvalLot ? held_out : lot == kGrpoLot ? grpo_combos : sft_combos).push_back(c);
+    (r.next_below(kHeldOutOneIn) == 0 ? held_out : train).push_back(c);
   }
   CounterRng rng{derive_key(seed, 0x746f6f6c63616c6cull), 0};
   for (size_t i = held_out.size(); i > 1; --i) std::swap(held_out[i - 1], held_out[rng.next_below(i)]);  // Fisher-Yates
@@ -79,14 +74,14 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
                   " held-out combinations with this seed");
   std::string sft, grpo, eval;
   for (int64_t i = 0; i < n.sft; ++i) {
-    const Task t = task(sft_combos[rng.next_below(sft_combos.size())]);
+    const Task t = task(train[rng.next_below(train.size())]);
     const std::string answer = "<tool_call>" + t.call.dump() + "</tool_call>";
     sft += ordered_json{{"messages", ordered_json::array({{{"role", "user"}, {"content", t.user}},
                                                           {{"role", "assistant"}, {"content", answer}}})}}
                .dump() +
            "\n";
   }
-  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(grpo_combos[rng.next_below(grpo_combos.size())]));
+  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(train[rng.next_below(train.size())]));
   for (int64_t i = 0; i < n.eval; ++i) eval += prompt_row(task(held_out[static_cast<size_t>(i)]));
   const std::filesystem::path d(dir);
   write_file_atomic((d / "food_sft.jsonl").string(), sft);
