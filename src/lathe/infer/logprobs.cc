@@ -20,12 +20,12 @@ double log_sum_exp(const float* z, int64_t V) {
   return m + std::log(s);
 }
 
-TokenLogprobs token_logprobs_top_k(const float* z, int64_t V, int32_t token, int k, std::span<TopLogprob> top,
+RankedLogprob token_logprobs_top_k(const float* z, int64_t V, int32_t token, int k, std::span<TopLogprob> top,
                                    std::span<int32_t> ids) {
   LATHE_ASSERT(token >= 0 && token < V);
   const double lse = log_sum_exp(z, V);
   auto logprob = [&](int32_t v) { return static_cast<float>(z[v] - lse); };
-  TokenLogprobs r;
+  RankedLogprob r;
   r.logprob = logprob(token);
   const float zt = z[token];
   r.rank = static_cast<int64_t>(row::sum_f64(V, [z, zt](int64_t v) { return z[v] > zt ? 1.f : 0.f; })) + 1;

@@ -99,7 +99,7 @@ void Sampler::sample_row(const float* x, SamplingState& s, Scratch& w, SampledTo
   if (p.logprobs) {
     // Raw: the model's logits as given; processed: z, which now holds every edit above (filtered: -inf).
     const float* src = p.logprobs_mode == LogprobsMode::kRaw ? x : processed;
-    const TokenLogprobs r = token_logprobs_top_k(src, V, token, *p.logprobs, s.top_buffer(), w.ids);
+    const RankedLogprob r = token_logprobs_top_k(src, V, token, *p.logprobs, s.top_buffer(), w.ids);
     out.logprob = r.logprob;
     out.rank = r.rank;
     out.top = s.top_buffer().first(static_cast<size_t>(r.n_top));
@@ -114,7 +114,7 @@ SampledToken Sampler::prompt_logprobs(const float* logits, int32_t next_token, i
   const size_t need = (k < 0 ? static_cast<size_t>(vocab_) : static_cast<size_t>(k)) + 1;
   LATHE_CHECK_ARG(top.size() >= need, "[sampler] prompt_logprobs needs room for ", need, " entries, got ", top.size());
   ensure_scratch(1);
-  const TokenLogprobs r = token_logprobs_top_k(logits, vocab_, next_token, k, top, scratch_[0].ids);
+  const RankedLogprob r = token_logprobs_top_k(logits, vocab_, next_token, k, top, scratch_[0].ids);
   return {.token = next_token, .logprob = r.logprob, .rank = r.rank, .top = top.first(static_cast<size_t>(r.n_top))};
 }
 

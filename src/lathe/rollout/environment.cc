@@ -101,7 +101,7 @@ class BuiltinEnvironment final : public Environment {
   explicit BuiltinEnvironment(const EnvironmentSpec& s)
       : name_("grpo.environment builtin " + s.builtin), builtin_(s.builtin), delay_(s.delay_ms) {}
   const std::string& name() const override { return name_; }
-  ToolResult call(const ToolCall& c, int) override {
+  ToolResult call(const ToolRequest& c, int) override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     if (builtin_ == "echo") return {.content = c.call.is_null() ? c.text : c.call.value("arguments", json()).dump()};
     // calculator
@@ -126,7 +126,7 @@ class CommandEnvironment final : public Environment {
     processes_.resize(static_cast<size_t>(s.workers));
   }
   const std::string& name() const override { return name_; }
-  ToolResult call(const ToolCall& c, int worker) override {
+  ToolResult call(const ToolRequest& c, int worker) override {
     std::unique_ptr<JsonLinesProcess>& p = processes_.at(static_cast<size_t>(worker));
     if (!p) p = std::make_unique<JsonLinesProcess>(argv_, name_);  // started on first use, then kept
     const json request = {{"episode", c.episode}, {"prompt_index", c.prompt_index}, {"turn", c.turn},

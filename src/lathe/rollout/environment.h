@@ -23,7 +23,7 @@
 namespace lathe::rollout {
 
 // One tool call of one episode, as the environment receives it.
-struct ToolCall {
+struct ToolRequest {
   std::string episode;       // "p<prompt number>.g<sample>": unique within a generation batch
   int64_t prompt_index = 0;  // the prompt's row in the data
   int turn = 0;              // the model turn that made the call (1-based)
@@ -65,7 +65,7 @@ class Environment {
   // Answers one call. Called concurrently from worker threads numbered [0, workers); one worker's calls come
   // one at a time. EnvironmentError when the environment fails (not when the model's call is bad: that is an
   // answer saying so).
-  virtual ToolResult call(const ToolCall& c, int worker) = 0;
+  virtual ToolResult call(const ToolRequest& c, int worker) = 0;
 };
 
 std::unique_ptr<Environment> make_environment(const EnvironmentSpec& s);

@@ -19,7 +19,7 @@ EnvironmentCalls::~EnvironmentCalls() {
   for (std::thread& t : threads_) t.join();
 }
 
-void EnvironmentCalls::submit(uint64_t key, ToolCall call) {
+void EnvironmentCalls::submit(uint64_t key, ToolRequest call) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_.emplace_back(key, std::move(call));

@@ -31,7 +31,7 @@ class EnvironmentCalls {
   EnvironmentCalls& operator=(const EnvironmentCalls&) = delete;
   ~EnvironmentCalls();  // drops queued calls, waits for the running ones, joins
 
-  void submit(uint64_t key, ToolCall call);
+  void submit(uint64_t key, ToolRequest call);
   // The answers that have arrived; when none has, waits up to `wait` for the first (0: does not wait).
   std::vector<EnvironmentAnswer> take(std::chrono::milliseconds wait);
   // Calls submitted whose answers have not been taken yet (queued, running or arrived).
@@ -47,7 +47,7 @@ class EnvironmentCalls {
   std::mutex mu_;
   std::condition_variable work_cv_;  // a call was queued, or stopping
   std::condition_variable done_cv_;  // an answer arrived, or a running call ended
-  std::deque<std::pair<uint64_t, ToolCall>> queued_;
+  std::deque<std::pair<uint64_t, ToolRequest>> queued_;
   std::vector<EnvironmentAnswer> answers_;
   int running_ = 0;
   uint64_t generation_ = 0;  // bumped by reset(): answers of calls from before it are dropped

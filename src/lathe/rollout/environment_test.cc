@@ -40,7 +40,7 @@ TEST(Calculator, EvaluatesArithmeticAndExplainsMistakes) {
 TEST(BuiltinEnvironment, CalculatorAnswersCallsAndEchoRepeatsArguments) {
   const std::unique_ptr<Environment> calc = make_environment(parse_environment_spec(
       json{{"type", "builtin"}, {"builtin", "calculator"}}, "test.yaml"));
-  ToolCall c{.episode = "p0.g0", .turn = 1, .text = "..."};
+  ToolRequest c{.episode = "p0.g0", .turn = 1, .text = "..."};
   c.call = {{"name", "calculator"}, {"arguments", {{"expression", "6 * 7"}}}};
   EXPECT_EQ(calc->call(c, 0).content, formatted(6 * 7));
   EXPECT_FALSE(calc->call(c, 0).done);
@@ -90,7 +90,7 @@ std::unique_ptr<Environment> shell_environment(const std::string& script, double
 std::pair<std::string, double> failing_call(Environment& env) {
   const auto t0 = Clock::now();
   try {
-    env.call(ToolCall{.episode = "p0.g0", .turn = 1, .text = "hi"}, 0);
+    env.call(ToolRequest{.episode = "p0.g0", .turn = 1, .text = "hi"}, 0);
   } catch (const EnvironmentError& e) {
     return {e.what(), seconds_since(t0)};
   }
@@ -102,23 +102,23 @@ TEST(CommandEnvironment, AnswersOverJsonLinesFromOneLongLivedProcess) {
   const std::unique_ptr<Environment> env = shell_environment(
       R"(n=0; while read -r line; do n=$((n+1)); echo "{\"content\": \"$$ $n\", \"done\": $([ $n -ge 3 ] && echo true || echo false)}"; done)",
       5);
-  const ToolResult a = env->call(ToolCall{.episode = "p0.g0", .turn = 1}, 0);
-  const ToolResult b = env->call(ToolCall{.episode = "p0.g0", .turn = 2}, 0);
-  const ToolResult c = env->call(ToolCall{.episode = "p0.g0", .turn = 3}, 0);
+  const ToolResult a = env->call(ToolRequest{.episode = "p0.g0", .turn = 1}, 0);
+  const ToolResult b = env->call(ToolRequest{.episode = "p0.g0", .turn = 2}, 0);
+  const ToolResult c = env->call(ToolRequest{.episode = "p0.g0", .turn = 3}, 0);
   const std::string pid = a.content.substr(0, a.content.find(' '));
   EXPECT_EQ(a.content, pid + " 1");
   EXPECT_EQ(b.content, pid + " 2");
   EXPECT_EQ(c.content, pid + " 3");
   EXPECT_FALSE(a.done);
   EXPECT_TRUE(c.done);
-  EXPECT_NE(env->call(ToolCall{}, 1).content.substr(0, pid.size() + 1), pid + " ");  // worker 1: its own process
+  EXPECT_NE(env->call(ToolRequest{}, 1).content.substr(0, pid.size() + 1), pid + " ");  // worker 1: its own process
 }
 
 TEST(CommandEnvironment, ReceivesTheRequestLine) {
   // The command answers with the request it read, as a string: every field arrives.
   const std::unique_ptr<Environment> env = shell_environment(
       R"sh(while read -r line; do printf '{"content": "%s"}\n' "$(printf '%s' "$line" | sed 's/\\/\\\\/g; s/"/\\"/g')"; done)sh", 5);
-  ToolCall c{.episode = "p3.g1", .prompt_index = 3, .turn = 2, .text = "call <tool_call>"};
+  ToolRequest c{.episode = "p3.g1", .prompt_index = 3, .turn = 2, .text = "call <tool_call>"};
   c.call = {{"name", "calculator"}, {"arguments", {{"expression", "1+1"}}}};
   const json got = json::parse(env->call(c, 0).content);
   EXPECT_EQ(got, (json{{"episode", "p3.g1"}, {"prompt_index", 3}, {"turn", 2}, {"text", c.text}, {"tool_call", c.call}}));
@@ -170,7 +170,7 @@ TEST(EnvironmentCalls, SlowCallsOverlapOnWorkers) {
       json{{"type", "builtin"}, {"builtin", "echo"}, {"delay_ms", 200}}, "r.yaml"));
   EnvironmentCalls calls(*env, 8);
   const auto t0 = Clock::now();
-  for (uint64_t k = 0; k < 8; ++k) calls.submit(k, ToolCall{.text = std::to_string(k)});
+  for (uint64_t k = 0; k < 8; ++k) calls.submit(k, ToolRequest{.text = std::to_string(k)});
   std::vector<EnvironmentAnswer> got;
   while (got.size() < 8)
     for (EnvironmentAnswer& a : calls.take(std::chrono::milliseconds(5000))) got.push_back(std::move(a));

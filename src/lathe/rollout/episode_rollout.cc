@@ -107,7 +107,7 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     ++stats_.tool_calls;
     if (e.turns >= opts_.max_turns) return finish(e, false);
     if (static_cast<int64_t>(e.completion.size()) >= budget) return finish(e, true);
-    ToolCall c{.episode = str_cat("p", e.prompt, ".g", e.sample),
+    ToolRequest c{.episode = str_cat("p", e.prompt, ".g", e.sample),
                .prompt_index = e.prompt % n_prompts_total,
                .turn = e.turns,
                .text = codec_->decode(std::span<const int32_t>(e.completion).subspan(e.turn_start))};
