@@ -16,6 +16,7 @@
 #include "lathe/posttrain/dataset.h"
 #include "lathe/posttrain/example_encoder.h"
 #include "lathe/rollout/tool_call_eval.h"
+#include "lathe/rollout/tool_call_match.h"
 #include "lathe/train/pretrain_objective.h"
 
 namespace lathe::cli {
@@ -61,11 +62,7 @@ namespace {
 int eval_tool_call_accuracy(const Args &a, const Model &model) {
   rollout::ToolCallEvalOptions o{.column = a.str("--column", "tool_call"),
                                  .max_new_tokens = a.integer("--max-tokens", 128, 1)};
-  const std::string parser = a.str("--parser", "hermes");
-  const std::optional<serve::ToolCallFormat> f = serve::tool_call_format_from_string(parser);
-  LATHE_CHECK_ARG(f && *f != serve::ToolCallFormat::kNone, "--parser ", parser,
-                  ": expected hermes, llama3_json, mistral or gemma4");
-  o.format = *f;
+  o.format = rollout::tool_call_format_to_match(a.str("--parser", "hermes"), "--parser");
   const std::string file = a.str("--tool-calls", "");
   const posttrain::ExampleEncoder enc(tokenizer::read_tokenizer_files(a.str("--tokenizer", a.positional[0])),
                                       posttrain::EncoderOptions{});

@@ -121,11 +121,8 @@ std::vector<RewardSpec> parse_reward_specs(const nlohmann::json& list, const std
       r.tolerance = e["tolerance"].get<double>();
     }
     if (e.contains("parser")) {
-      const std::optional<serve::ToolCallFormat> f =
-          e["parser"].is_string() ? serve::tool_call_format_from_string(e["parser"].get<std::string>()) : std::nullopt;
-      LATHE_CHECK_ARG(f && *f != serve::ToolCallFormat::kNone, at, ".parser = ", e["parser"].dump(),
-                      ": the model's call syntax, one of hermes, llama3_json, mistral, gemma4 (as --tool-call-parser)");
-      r.tool_call_format = *f;
+      LATHE_CHECK_ARG(e["parser"].is_string(), at, ".parser = ", e["parser"].dump(), ": expected a syntax name");
+      r.tool_call_format = tool_call_format_to_match(e["parser"].get<std::string>(), at + ".parser");
     }
     if (e.contains("partial")) {
       LATHE_CHECK_ARG(e["partial"].is_boolean(), at, ".partial = ", e["partial"].dump(), ": expected true or false");

@@ -1,6 +1,7 @@
 #include "lathe/rollout/tool_call_match.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "lathe/base/error.h"
 
@@ -28,6 +29,13 @@ ToolCall expected_call(const Json& c, const std::string& where) {
 }
 
 }  // namespace
+
+serve::ToolCallFormat tool_call_format_to_match(std::string_view name, std::string_view where) {
+  const std::optional<serve::ToolCallFormat> f = serve::tool_call_format_from_string(name);
+  LATHE_CHECK_ARG(f && *f != serve::ToolCallFormat::kNone, where, " = ", name,
+                  ": the model's call syntax, one of hermes, llama3_json, mistral, gemma4 (as --tool-call-parser)");
+  return *f;
+}
 
 std::vector<ToolCall> parse_tool_calls(std::string_view completion, serve::ToolCallFormat format) {
   int next_id = 0;

@@ -25,6 +25,11 @@ struct ToolCall {
   nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
 };
 
+// The call syntax a reward or `lathe eval` reads calls in, by its --tool-call-parser name (hermes,
+// llama3_json, mistral, gemma4, and their aliases); InvalidArgument naming `where` for anything else,
+// "none" included (matching calls needs a syntax to read them in).
+serve::ToolCallFormat tool_call_format_to_match(std::string_view name, std::string_view where);
+
 // The calls in a whole completion, in order (the serving parser, fed the text in one piece).
 std::vector<ToolCall> parse_tool_calls(std::string_view completion, serve::ToolCallFormat format);
 

@@ -125,6 +125,19 @@ TEST(ToolCallMatch, RewardScoresExactOrPartialAndNaWithoutTheColumn) {
   EXPECT_NE(error_of({{"type", "tool_call"}, {"partial", 1}}).find(".partial"), std::string::npos);
   EXPECT_NE(error_of({{"type", "tool_call"}, {"pattern", "x"}}).find("unknown key pattern"), std::string::npos);
   EXPECT_EQ(spec({{"type", "tool_call"}, {"parser", "llama3_json"}}).tool_call_format, ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(spec({{"type", "tool_call"}, {"parser", "qwen"}}).tool_call_format, ToolCallFormat::kHermes);
+  // The same check for `lathe eval --parser`, naming its flag.
+  EXPECT_EQ(tool_call_format_to_match("gemma4", "--parser"), ToolCallFormat::kGemma4);
+  EXPECT_THROW(
+      {
+        try {
+          tool_call_format_to_match("none", "--parser");
+        } catch (const InvalidArgument& e) {
+          EXPECT_EQ(std::string(e.what()).rfind("--parser = none", 0), 0u) << e.what();
+          throw;
+        }
+      },
+      InvalidArgument);
 }
 
 }  // namespace
