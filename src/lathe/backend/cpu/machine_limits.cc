@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <iterator>
 #include <vector>
 
@@ -98,10 +99,22 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+namespace {
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
 double best_round_rate(const ThreadPool& pool, int n_workers, double seconds, int64_t iters,
-                       double units_per_iter, float (*run)(int64_t iters, float seed)) {
+                       double units_per_iter, float (*run)(int64_t iters, float seed), RoundClock clock) {
   const int n = std::clamp(n_workers, 1, pool.n_threads());
+  const double units = units_per_iter * static_cast<double>(iters);
   std::atomic<float> sink{0};
+  std::vector<double> cpu_s(static_cast<size_t>(n));  // each worker's thread CPU time in the round
   double best = 0;
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
   do {
@@ -109,21 +122,28 @@ double best_round_rate(const ThreadPool& pool, int n_workers, double seconds, in
     pool.run_on_workers(n, [&](int w, int nw) {
       if (nw > 1) pool.barrier();
       if (w == 0) t0 = Clock::now();
+      const double c0 = thread_cpu_seconds();
       sink.store(run(iters, static_cast<float>(w + 1)), std::memory_order_relaxed);
+      cpu_s[static_cast<size_t>(w)] = thread_cpu_seconds() - c0;
       if (nw > 1) pool.barrier();
       if (w == 0) t1 = Clock::now();
     });
-    const double dt = std::chrono::duration<double>(t1 - t0).count();
-    best = std::max(best, units_per_iter * static_cast<double>(iters) * n / dt);
+    double rate = 0;
+    if (clock == RoundClock::kWall) {
+      rate = units * n / std::chrono::duration<double>(t1 - t0).count();
+    } else {
+      for (const double s : cpu_s) rate += units / std::max(s, 1e-9);
+    }
+    best = std::max(best, rate);
   } while (Clock::now() < end);
   return best / 1e9;
 }
 
 double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
-                            const CpuFeatures& cpu) {
+                            const CpuFeatures& cpu, RoundClock clock) {
   if (!compute_peak_supported(p, cpu)) return 0;
   const peak_loops::Loop& loop = peak_loops::kLoops[static_cast<size_t>(p)];
-  return best_round_rate(pool, n_workers, seconds, kIters, loop.ops_per_iter, loop.run);
+  return best_round_rate(pool, n_workers, seconds, kIters, loop.ops_per_iter, loop.run, clock);
 }
 
 size_t last_level_cache_bytes() {

@@ -41,19 +41,26 @@ struct ComputePeakInfo {
 const ComputePeakInfo& compute_peak_info(ComputePeak p);
 bool compute_peak_supported(ComputePeak p, const CpuFeatures& cpu);
 
+// How a probe times its rounds. kWall: the round's wall time, what the machine gives a job now (the
+// roofline). kWorkerCpu: each worker's rate over its own thread CPU time, summed over the workers, what the
+// cores give while they run (MFU's denominator: a host busy while the probe runs must not shrink the peak and
+// push MFU past 100%; where two vCPUs share a core and the host runs them in turn it reads up to 2x high).
+enum class RoundClock { kWall, kWorkerCpu };
+
 // G(FL)OP/s of `p` on min(n_workers, pool.n_threads()) workers, the best round over about `seconds`.
 // Every worker runs the same independent chains between two barriers and the round's wall time counts
 // (timing each worker alone would overstate the peak where two vCPUs share a core). Returns 0, having
 // executed nothing, when `cpu` lacks the ISA; pass a CpuFeatures with a flag cleared to skip a probe.
 double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
-                            const CpuFeatures& cpu = CpuFeatures::detect());
+                            const CpuFeatures& cpu = CpuFeatures::detect(), RoundClock clock = RoundClock::kWall);
 
 // The best rate, in units per second / 1e9, of rounds in which each of n workers (1..pool.n_threads())
 // runs run(iters, seed) between two barriers, over about `seconds` (at least one round); a round does
 // units_per_iter * iters units per worker. The timing loop of every compute probe (and of peak_flops.cc's
 // portable fallback).
 double best_round_rate(const ThreadPool& pool, int n_workers, double seconds, int64_t iters,
-                       double units_per_iter, float (*run)(int64_t iters, float seed));
+                       double units_per_iter, float (*run)(int64_t iters, float seed),
+                       RoundClock clock = RoundClock::kWall);
 
 // The last-level cache size of cache_info() (L3, else L2).
 size_t last_level_cache_bytes();

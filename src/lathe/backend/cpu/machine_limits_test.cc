@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "lathe/backend/cpu/peak_flops.h"
 
 namespace lathe::cpu {
@@ -50,6 +55,24 @@ TEST(MachineLimits, FeatureFlagsAreConsistent) {
 TEST(MachineLimits, FmaPeakForMfuIsPositive) {
   const ThreadPool pool(1);
   EXPECT_GT(measure_fma_peak_gflops(pool, kSeconds), 0.0);
+}
+
+// MFU's denominator on a busy host (the bug: pre-training read MFU ~400% after a probe run under load). Two
+// spinning threads per core halve what each probe worker gets of the wall clock, not of its own CPU time.
+TEST(MachineLimits, FmaPeakForMfuHoldsWhileTheHostIsBusy) {
+  const ThreadPool pool(2);
+  const double quiet = measure_fma_peak_gflops(pool, 0.1);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); ++i)
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  const double busy = measure_fma_peak_gflops(pool, 0.1);
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  EXPECT_GE(busy, 0.7 * quiet) << "busy-host peak " << busy << " GFLOP/s against " << quiet << " when quiet";
 }
 
 TEST(MachineLimits, BandwidthProbesArePositiveOnEveryWorkerCount) {

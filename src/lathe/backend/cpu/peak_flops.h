@@ -7,7 +7,8 @@
 
 namespace lathe::cpu {
 
-// GFLOP/s of fp32 FMAs on all the pool's workers, measured for about `seconds`.
+// GFLOP/s of fp32 FMAs on all the pool's workers, measured for about `seconds` on the workers' own CPU
+// time (RoundClock::kWorkerCpu), so that a busy host does not shrink it.
 double measure_fma_peak_gflops(const ThreadPool& pool, double seconds = 0.2);
 
 }  // namespace lathe::cpu
