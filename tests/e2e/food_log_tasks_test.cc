@@ -1,6 +1,7 @@
 // `lathe data synth --tool-calls` (tools/lathe/food_log_tasks.h): the same seed writes the same files, no
-// held-out prompt appears in the SFT or GRPO data, every expected call says what its sentence says, and the
-// SFT answers are well-formed calls the tool_call reward's parser reads back as the expected call.
+// held-out prompt appears in the SFT or GRPO data, no GRPO prompt in the SFT data, every expected call says
+// what its sentence says, and the SFT answers are well-formed calls the tool_call reward's parser reads back
+// as the expected call.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -48,7 +49,14 @@ TEST(FoodLogTasks, DeterministicHeldOutDisjointAndConsistent) {
     ASSERT_EQ(got.size(), 1u) << r.dump();
     EXPECT_EQ(got[0].name, "log_food");
   }
-  for (const Json& r : rows(a + "/food_grpo.jsonl")) seen.insert(r["prompt"][0]["content"].get<std::string>());
+  const std::set<std::string> sft_users = seen;
+  const std::vector<Json> grpo = rows(a + "/food_grpo.jsonl");
+  ASSERT_EQ(grpo.size(), 200u);
+  for (const Json& r : grpo) {
+    const std::string user = r["prompt"][0]["content"];
+    EXPECT_FALSE(sft_users.contains(user)) << "GRPO prompt in the SFT data: " << user;
+    seen.insert(user);
+  }
   const std::vector<Json> eval = rows(a + "/food_eval.jsonl");
   ASSERT_EQ(eval.size(), 150u);
   std::set<std::string> eval_users;

@@ -73,23 +73,36 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
   LATHE_CHECK_ARG(n.eval <= std::ssize(held_out), "--eval-prompts ", n.eval, ": at most ", held_out.size(),
                   " held-out combinations with this seed");
   std::string sft, grpo, eval;
+  std::vector<bool> shown(kCombinations, false);  // in the SFT data or the held-out eval prompts
   for (int64_t i = 0; i < n.sft; ++i) {
-    const Task t = task(train[rng.next_below(train.size())]);
+    const int64_t c = train[rng.next_below(train.size())];
+    shown[static_cast<size_t>(c)] = true;
+    const Task t = task(c);
     const std::string answer = "<tool_call>" + t.call.dump() + "</tool_call>";
     sft += ordered_json{{"messages", ordered_json::array({{{"role", "user"}, {"content", t.user}},
                                                           {{"role", "assistant"}, {"content", answer}}})}}
                .dump() +
            "\n";
   }
-  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(train[rng.next_below(train.size())]));
-  for (int64_t i = 0; i < n.eval; ++i) eval += prompt_row(task(held_out[static_cast<size_t>(i)]));
+  for (int64_t i = 0; i < n.eval; ++i) {
+    shown[static_cast<size_t>(held_out[static_cast<size_t>(i)])] = true;
+    eval += prompt_row(task(held_out[static_cast<size_t>(i)]));
+  }
+  // GRPO asks what SFT never showed: on a memorised prompt every completion of a group earns the same reward,
+  // and a group without reward variance teaches nothing. The eval prompts stay out of it too.
+  std::vector<int64_t> unseen;
+  for (int64_t c = 0; c < kCombinations; ++c)
+    if (!shown[static_cast<size_t>(c)]) unseen.push_back(c);
+  LATHE_CHECK_ARG(!unseen.empty(), "--sft-examples ", n.sft, " and --eval-prompts ", n.eval,
+                  " leave no combination for the GRPO prompts: use fewer");
+  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(unseen[rng.next_below(unseen.size())]));
   const std::filesystem::path d(dir);
   write_file_atomic((d / "food_sft.jsonl").string(), sft);
   write_file_atomic((d / "food_grpo.jsonl").string(), grpo);
   write_file_atomic((d / "food_eval.jsonl").string(), eval);
   return str_cat((d / "food_{sft,grpo,eval}.jsonl").string(), ": ", n.sft, " SFT conversations, ", n.grpo,
-                 " GRPO prompts, ", n.eval, " held-out prompts (", held_out.size(), " of ", kCombinations,
-                 " combinations held out)");
+                 " GRPO prompts (from the ", unseen.size(), " combinations neither SFT nor eval has), ", n.eval,
+                 " held-out prompts (", held_out.size(), " of ", kCombinations, " combinations held out)");
 }
 
 }  // namespace lathe::cli

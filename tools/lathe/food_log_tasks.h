@@ -4,7 +4,8 @@
 // "meal":"lunch"}}</tool_call> (item singular, as the food table names it; meal breakfast | lunch | dinner |
 // snack; quantity 1-5).
 //   DIR/food_sft.jsonl   {"messages": [user, assistant]}: SFT conversations
-//   DIR/food_grpo.jsonl  {"prompt": [user], "tool_call": {...}}: GRPO prompts with the expected call
+//   DIR/food_grpo.jsonl  {"prompt": [user], "tool_call": {...}}: GRPO prompts with the expected call, from the
+//                        combinations neither the SFT data nor the eval prompts have
 //   DIR/food_eval.jsonl  the same form, held out: no (phrasing, quantity, food, meal) of it is in the other two
 // The held-out quarter of the 1280 combinations is chosen by the seed; same seed, same files.
 #pragma once

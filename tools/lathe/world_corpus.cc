@@ -30,22 +30,25 @@ const T& pick(CounterRng& rng, const T (&arr)[N]) {
   return arr[rng.next_below(N)];
 }
 
-// "On Tuesday, Leo had two eggs and a banana for breakfast. That is 261 calories."
+// "On Tuesday, Leo had two eggs and a banana for breakfast. That is 261 calories." Half the logs spell the sum
+// out, "That is 2 x 78 + 1 x 105 = 261 calories.": the counts the words name, as digits (what the food-logging
+// assistant's tool calls will need: "two eggs" -> "quantity": 2).
 std::string food_log(CounterRng& rng) {
   const char* who = pick(rng, kPeople);
   const char* day = pick(rng, kDays);
   const char* meal = pick(rng, kMeals);
   const int n_items = 1 + static_cast<int>(rng.next_below(3));
-  std::string items;
+  std::string items, sum;
   int total = 0;
   for (int i = 0; i < n_items; ++i) {
     const Food& f = pick(rng, kFoods);
-    const int count = 1 + static_cast<int>(rng.next_below(3));
+    const int count = 1 + static_cast<int>(rng.next_below(5));
     total += count * f.calories;
     items += (i == 0 ? "" : i + 1 == n_items ? " and " : ", ") + food_amount(f, count);
+    sum += (i == 0 ? "" : " + ") + std::to_string(count) + " x " + std::to_string(f.calories);
   }
   return std::string("On ") + day + ", " + who + " had " + items + " for " + meal + ". That is " +
-         std::to_string(total) + " calories.";
+         (rng.next_below(2) ? sum + " = " : "") + std::to_string(total) + " calories.";
 }
 
 std::string food_fact(CounterRng& rng) {
