@@ -85,8 +85,9 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
            "\n";
   }
   for (int64_t i = 0; i < n.eval; ++i) {
-    shown[static_cast<size_t>(held_out[static_cast<size_t>(i)])] = true;
-    eval += prompt_row(task(held_out[static_cast<size_t>(i)]));
+    const int64_t c = held_out[static_cast<size_t>(i)];
+    shown[static_cast<size_t>(c)] = true;
+    eval += prompt_row(task(c));
   }
   // GRPO asks what SFT never showed: on a memorised prompt every completion of a group earns the same reward,
   // and a group without reward variance teaches nothing. The eval prompts stay out of it too.

@@ -97,10 +97,7 @@ void triad_range(float* __restrict a, const float* __restrict b, const float* __
 
 using Clock = std::chrono::steady_clock;
 
-}  // namespace
-
-namespace {
-
+// The calling thread's CPU time (RoundClock::kWorkerCpu).
 double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);

@@ -48,8 +48,8 @@ bool compute_peak_supported(ComputePeak p, const CpuFeatures& cpu);
 enum class RoundClock { kWall, kWorkerCpu };
 
 // G(FL)OP/s of `p` on min(n_workers, pool.n_threads()) workers, the best round over about `seconds`.
-// Every worker runs the same independent chains between two barriers and the round's wall time counts
-// (timing each worker alone would overstate the peak where two vCPUs share a core). Returns 0, having
+// Every worker runs the same independent chains between two barriers; by default the round's wall time
+// counts (timing each worker alone would overstate the peak where two vCPUs share a core). Returns 0, having
 // executed nothing, when `cpu` lacks the ISA; pass a CpuFeatures with a flag cleared to skip a probe.
 double measure_compute_peak(ComputePeak p, const ThreadPool& pool, int n_workers, double seconds,
                             const CpuFeatures& cpu = CpuFeatures::detect(), RoundClock clock = RoundClock::kWall);
