@@ -1,9 +1,13 @@
 // `lathe data synth --tool-calls` (tools/lathe/food_log_tasks.h): the same seed writes the same files, no
-// held-out prompt appears in the SFT or GRPO data, no GRPO prompt in the SFT data, every expected call says
+// held-out prompt appears in the SFT or GRPO data, no GRPO prompt in the SFT data, every food has the same
+// share of the GRPO prompts (within one), every expected call says
 // what its sentence says, and the SFT answers are well-formed calls the tool_call reward's parser reads back
 // as the expected call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <ranges>
 #include <set>
 #include <sstream>
 
@@ -40,7 +44,7 @@ TEST(FoodLogTasks, DeterministicHeldOutDisjointAndConsistent) {
     EXPECT_EQ(read_file(a + f), read_file(b + f)) << f;
     EXPECT_NE(read_file(a + f), read_file(c + f)) << f;  // another seed, another draw
   }
-  std::set<std::string> seen;  // user sentences of the training files
+  std::set<std::string> seen, foods;  // user sentences of the training files, the items of the SFT calls
   for (const Json& r : rows(a + "/food_sft.jsonl")) {
     const std::string user = r["messages"][0]["content"];
     seen.insert(user);
@@ -48,15 +52,21 @@ TEST(FoodLogTasks, DeterministicHeldOutDisjointAndConsistent) {
         rollout::parse_tool_calls(r["messages"][1]["content"].get<std::string>(), serve::ToolCallFormat::kHermes);
     ASSERT_EQ(got.size(), 1u) << r.dump();
     EXPECT_EQ(got[0].name, "log_food");
+    foods.insert(got[0].arguments["item"].get<std::string>());
   }
   const std::set<std::string> sft_users = seen;
   const std::vector<Json> grpo = rows(a + "/food_grpo.jsonl");
   ASSERT_EQ(grpo.size(), 200u);
+  std::map<std::string, int> grpo_per_food;
   for (const Json& r : grpo) {
     const std::string user = r["prompt"][0]["content"];
     EXPECT_FALSE(sft_users.contains(user)) << "GRPO prompt in the SFT data: " << user;
     seen.insert(user);
+    ++grpo_per_food[r["tool_call"]["arguments"]["item"].get<std::string>()];
   }
+  EXPECT_EQ(grpo_per_food.size(), foods.size()) << Json(grpo_per_food).dump();
+  const auto [fewest, most] = std::ranges::minmax(grpo_per_food | std::views::values);
+  EXPECT_LE(most - fewest, 1) << "GRPO prompts per food: " << Json(grpo_per_food).dump();
   const std::vector<Json> eval = rows(a + "/food_eval.jsonl");
   ASSERT_EQ(eval.size(), 150u);
   std::set<std::string> eval_users;

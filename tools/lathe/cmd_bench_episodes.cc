@@ -62,9 +62,9 @@ int cmd_bench_episodes(int argc, char** argv) {
   const int64_t budget = turns * turn_tokens * 8;
   const auto run = [&](int64_t delay_ms) {
     rollout::EnvironmentSpec env{.builtin = "echo", .delay_ms = delay_ms, .max_turns = turns, .workers = episodes};
-    rollout::EpisodeRolloutOptions o{.max_completion_length = budget, .max_turns = turns, .workers = episodes,
-                                     .seed = 1};
-    o.sampling.ignore_eos = true;
+    rollout::EpisodeRolloutOptions o{
+        .engine = {.max_completion_length = budget, .seed = 1}, .max_turns = turns, .workers = episodes};
+    o.engine.sampling.ignore_eos = true;
     rollout::EpisodeRollout src(prompts, {"none"}, [](int64_t, std::span<const posttrain::Trajectory> group) {
       return std::vector<std::vector<double>>(group.size(), std::vector<double>{0});
     }, rollout::make_environment(env), codec, o);

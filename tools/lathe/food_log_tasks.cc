@@ -37,12 +37,13 @@ std::string replace(std::string s, const std::string& key, const std::string& va
   return at == std::string::npos ? s : s.replace(at, key.size(), value);
 }
 
+size_t food_of(int64_t combination) { return static_cast<size_t>(combination / std::ssize(kMeals) % std::ssize(kFoods)); }
+
 Task task(int64_t combination) {
   int64_t c = combination;
   const size_t meal = static_cast<size_t>(c % std::ssize(kMeals));
-  c /= std::ssize(kMeals);
-  const Food& food = kFoods[c % std::ssize(kFoods)];
-  c /= std::ssize(kFoods);
+  const Food& food = kFoods[food_of(combination)];
+  c /= std::ssize(kMeals) * std::ssize(kFoods);
   const int quantity = 1 + static_cast<int>(c % kMaxQuantity);
   c /= kMaxQuantity;
   const char* phrasing = kPhrasings[c];
@@ -91,18 +92,32 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
   }
   // GRPO asks what SFT never showed: on a memorised prompt every completion of a group earns the same reward,
   // and a group without reward variance teaches nothing. The eval prompts stay out of it too.
-  std::vector<int64_t> unseen;
+  // Every food gets the same share of the GRPO prompts. What is left after the eval draw holds few of the
+  // foods the eval set drew often, and GRPO moves the policy's choice of item towards the foods it
+  // practises: with the leftovers as they fall (cookie 7 prompts, carrot 23) it learnt to answer "carrot" to
+  // cookies.
+  std::vector<std::vector<int64_t>> unseen(std::size(kFoods));  // by food_of()
+  int64_t n_unseen = 0;
   for (int64_t c = 0; c < kCombinations; ++c)
-    if (!shown[static_cast<size_t>(c)]) unseen.push_back(c);
-  LATHE_CHECK_ARG(!unseen.empty(), "--sft-examples ", n.sft, " and --eval-prompts ", n.eval,
-                  " leave no combination for the GRPO prompts: use fewer");
-  for (int64_t i = 0; i < n.grpo; ++i) grpo += prompt_row(task(unseen[rng.next_below(unseen.size())]));
+    if (!shown[static_cast<size_t>(c)]) unseen[food_of(c)].push_back(c), ++n_unseen;
+  std::vector<size_t> order(std::size(kFoods));
+  for (int64_t i = 0; i < n.grpo; ++i) {
+    const size_t slot = static_cast<size_t>(i % std::ssize(order));
+    if (slot == 0) {  // a new round over the foods, in a new order
+      for (size_t f = 0; f < order.size(); ++f) order[f] = f;
+      for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng.next_below(k)]);
+    }
+    const std::vector<int64_t>& pool = unseen[order[slot]];
+    LATHE_CHECK_ARG(!pool.empty(), "--sft-examples ", n.sft, " and --eval-prompts ", n.eval, " leave no combination of ",
+                    kFoods[order[slot]].name, " for the GRPO prompts: use fewer");
+    grpo += prompt_row(task(pool[rng.next_below(pool.size())]));
+  }
   const std::filesystem::path d(dir);
   write_file_atomic((d / "food_sft.jsonl").string(), sft);
   write_file_atomic((d / "food_grpo.jsonl").string(), grpo);
   write_file_atomic((d / "food_eval.jsonl").string(), eval);
   return str_cat((d / "food_{sft,grpo,eval}.jsonl").string(), ": ", n.sft, " SFT conversations, ", n.grpo,
-                 " GRPO prompts (from the ", unseen.size(), " combinations neither SFT nor eval has), ", n.eval,
+                 " GRPO prompts (an equal share per food, from the ", n_unseen, " combinations neither SFT nor eval has), ", n.eval,
                  " held-out prompts (", held_out.size(), " of ", kCombinations, " combinations held out)");
 }
 

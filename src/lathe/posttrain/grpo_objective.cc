@@ -335,13 +335,14 @@ train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b
   return r;
 }
 
-train::ObjectiveMemory GrpoObjective::memory(const Model&) const {
+train::ObjectiveMemory GrpoObjective::memory(const Model& model) const {
   const int64_t longest = source_->max_prompt_tokens() + opts_.max_completion_length;
   train::ObjectiveMemory m{.tokens = opts_.batch_size / world_ * longest, .fused_head = true,
                            .varying_lengths = true, .items = {}};
   if (ref_model_) m.items.push_back({"reference model (f32, frozen)", train::memory_plan_weight_bytes(*ref_model_)});
   // The buffered generation batch: ids, positions, three f32 log-prob arrays per token.
   m.items.push_back({"buffered generation batch", opts_.generation_batch() / world_ * longest * 20});
+  if (const int64_t rollout = source_->memory_bytes(model); rollout > 0) m.items.push_back({"rollout KV pool", rollout});
   return m;
 }
 

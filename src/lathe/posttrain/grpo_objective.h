@@ -40,6 +40,8 @@ class RolloutSource {
   virtual std::vector<std::string> reward_names() const = 0;
   // The longest prompt it will hand out, in tokens (the memory plan).
   virtual int64_t max_prompt_tokens() const = 0;
+  // Bytes it allocates to sample from `policy` beyond the model itself (the memory plan): an engine's KV pool.
+  virtual int64_t memory_bytes(const Model& /*policy*/) const { return 0; }
   // G = group_size completions of each of the n_prompts prompts numbered from first_prompt (a global count:
   // the same number asks for the same prompt), sampled from `policy` as it is now: n_prompts · G
   // trajectories, a prompt's G consecutive, each stamped with policy.weight_version().

@@ -10,6 +10,12 @@
 
 namespace lathe::rollout {
 
+EngineConfig rollout_engine_config(const EngineRolloutOptions& o, int64_t max_prompt_tokens) {
+  EngineConfig ec{.kv_cache_memory = o.kv_cache_memory, .seed = o.seed};
+  ec.scheduler.max_model_len = max_prompt_tokens + o.max_completion_length;
+  return ec;
+}
+
 EngineRollout::EngineRollout(std::vector<std::vector<int32_t>> prompts, std::vector<std::string> reward_names,
                              RewardFn rewards, EngineRolloutOptions o)
     : prompts_(std::move(prompts)), reward_names_(std::move(reward_names)), rewards_(std::move(rewards)),
@@ -30,12 +36,14 @@ int64_t EngineRollout::max_prompt_tokens() const {
   return static_cast<int64_t>(m);
 }
 
+int64_t EngineRollout::memory_bytes(const Model& policy) const {
+  return engine_kv_pool_bytes(policy, rollout_engine_config(opts_, max_prompt_tokens()));
+}
+
 std::vector<posttrain::Trajectory> EngineRollout::generate(const Model& policy, int64_t first_prompt,
                                                            int64_t n_prompts, int64_t group_size) {
   if (core_ == nullptr || policy_ != &policy) {
-    EngineConfig ec{.kv_cache_memory = opts_.kv_cache_memory, .seed = opts_.seed};
-    ec.scheduler.max_model_len = max_prompt_tokens() + opts_.max_completion_length;
-    core_ = std::make_unique<EngineCore>(policy, ec);
+    core_ = std::make_unique<EngineCore>(policy, rollout_engine_config(opts_, max_prompt_tokens()));
     policy_ = &policy;
   }
   const uint64_t version = policy.weight_version();

@@ -17,6 +17,7 @@
 
 #include "lathe/infer/sampling_params.h"
 #include "lathe/posttrain/grpo_objective.h"
+#include "lathe/serve/engine/engine_config.h"
 
 namespace lathe {
 class EngineCore;
@@ -37,6 +38,10 @@ struct EngineRolloutOptions {
   uint64_t seed = 0;                    // request p samples with derive_key(seed, p): a resumed run redraws the same
 };
 
+// The engine a rollout source samples on: o's KV budget and seed, room for the longest prompt plus
+// max_completion_length tokens.
+EngineConfig rollout_engine_config(const EngineRolloutOptions& o, int64_t max_prompt_tokens);
+
 class EngineRollout final : public posttrain::RolloutSource {
  public:
   // prompts: token ids, each non-empty; prompt number k is prompts[k mod size] (epochs repeat the list).
@@ -46,6 +51,7 @@ class EngineRollout final : public posttrain::RolloutSource {
 
   std::vector<std::string> reward_names() const override { return reward_names_; }
   int64_t max_prompt_tokens() const override;
+  int64_t memory_bytes(const Model& policy) const override;
   std::vector<posttrain::Trajectory> generate(const Model& policy, int64_t first_prompt, int64_t n_prompts,
                                               int64_t group_size) override;
 

@@ -3,7 +3,8 @@
 // log-probs of the same tokens under the live weights with the adapter on (temperature 1, no truncation: the
 // processed distribution is the model's), also after the adapter moved (no stale prefix-cache block: the prompts
 // span full blocks, which a second request of the same prompt would otherwise reuse); rewards
-// from the caller's function; the same prompt numbers redraw the same completions.
+// from the caller's function; the same prompt numbers redraw the same completions; the memory plan's KV pool is
+// the one the rollout's engine allocates.
 #include "lathe/rollout/engine_rollout.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,9 @@
 #include "lathe/train/train_loop.h"
 #include "lathe/posttrain/grpo_batch.h"
 #include "lathe/posttrain/test_policy.h"
+#include "lathe/models/paged_kv_store.h"
+#include "lathe/serve/engine/engine_core.h"
+#include "lathe/serve/kv_capacity.h"
 
 namespace lathe::rollout {
 namespace {
@@ -37,7 +41,7 @@ std::vector<float> rollout_logps(const std::vector<Trajectory>& trs) {
   return v;
 }
 
-std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {}) {
+std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {}, int64_t kv_cache_memory = int64_t{8} << 20) {
   const nlohmann::json ref = testing::posttrain_reference().at("grpo");
   // Prompts of 36 tokens: two full KV blocks of 16, which the prefix cache keeps and could serve again.
   const std::vector<int32_t> base = ref.at("prompt").get<std::vector<int32_t>>();
@@ -55,7 +59,25 @@ std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {}) {
   return std::make_unique<EngineRollout>(
       std::vector<std::vector<int32_t>>{p0, p1}, std::vector<std::string>{"even", "first"}, rewards,
       EngineRolloutOptions{
-          .max_completion_length = 6, .sampling = sampling, .kv_cache_memory = int64_t{8} << 20, .seed = 5});
+          .max_completion_length = 6, .sampling = sampling, .kv_cache_memory = kv_cache_memory, .seed = 5});
+}
+
+TEST(EngineRollout, MemoryPlanCountsTheKvPoolItsEngineAllocates) {
+  testing::FixturePolicy p = testing::fixture_policy();
+  const PagedKvStoreConfig kv = paged_kv_store_config(p.model->config(), 1);
+  const int64_t block = kv_block_bytes({kv.n_layers, kv.n_heads, kv.n_kv_heads, kv.head_dim}, kDefaultKvBlockSize,
+                                       DType::kF32);
+  for (const int64_t budget : {int64_t{8} << 20, int64_t{3} << 20, int64_t{0}}) {  // 0: the engine's default
+    const std::unique_ptr<EngineRollout> src = fixture_rollout({}, budget);
+    const EngineCore engine(*p.model, rollout_engine_config({.max_completion_length = 6, .kv_cache_memory = budget},
+                                                            src->max_prompt_tokens()));
+    const int64_t bytes = src->memory_bytes(*p.model);
+    EXPECT_EQ(bytes, (engine.stats().kv_blocks_total + 1) * block) << budget;  // + the null block
+    if (budget > 0) {
+      EXPECT_LE(bytes, budget);
+      EXPECT_GT(bytes, budget - block);
+    }
+  }
 }
 
 TEST(EngineRollout, SamplesGroupsWithTheTrainersLogProbsOnLiveWeights) {

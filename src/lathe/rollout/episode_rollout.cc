@@ -37,9 +37,9 @@ EpisodeRollout::EpisodeRollout(std::vector<std::vector<int32_t>> prompts, std::v
     LATHE_CHECK_ARG(!prompts_[i].empty(), "[EpisodeRollout] prompt ", i, " has no tokens");
   LATHE_CHECK_ARG(!reward_names_.empty() && rewards_, "[EpisodeRollout] no reward function");
   LATHE_CHECK_ARG(env_ != nullptr && codec_ != nullptr, "[EpisodeRollout] no environment or codec");
-  LATHE_CHECK_ARG(opts_.max_completion_length >= 1 && opts_.max_turns >= 1 && opts_.workers >= 1,
+  LATHE_CHECK_ARG(opts_.engine.max_completion_length >= 1 && opts_.max_turns >= 1 && opts_.workers >= 1,
                   "[EpisodeRollout] need max_completion_length, max_turns and workers >= 1, got ",
-                  opts_.max_completion_length, ", ", opts_.max_turns, " and ", opts_.workers);
+                  opts_.engine.max_completion_length, ", ", opts_.max_turns, " and ", opts_.workers);
   calls_ = std::make_unique<EnvironmentCalls>(*env_, static_cast<int>(opts_.workers));
 }
 
@@ -51,17 +51,19 @@ int64_t EpisodeRollout::max_prompt_tokens() const {
   return static_cast<int64_t>(m);
 }
 
+int64_t EpisodeRollout::memory_bytes(const Model& policy) const {
+  return engine_kv_pool_bytes(policy, rollout_engine_config(opts_.engine, max_prompt_tokens()));
+}
+
 std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy, int64_t first_prompt,
                                                             int64_t n_prompts, int64_t group_size) {
   const auto t0 = std::chrono::steady_clock::now();
   if (core_ == nullptr || policy_ != &policy) {
-    EngineConfig ec{.kv_cache_memory = opts_.kv_cache_memory, .seed = opts_.seed};
-    ec.scheduler.max_model_len = max_prompt_tokens() + opts_.max_completion_length;
-    core_ = std::make_unique<EngineCore>(policy, ec);
+    core_ = std::make_unique<EngineCore>(policy, rollout_engine_config(opts_.engine, max_prompt_tokens()));
     policy_ = &policy;
   }
   const uint64_t version = policy.weight_version();
-  const int64_t budget = opts_.max_completion_length;
+  const int64_t budget = opts_.engine.max_completion_length;
   const auto n_prompts_total = static_cast<int64_t>(prompts_.size());
   stats_ = EpisodeStats{.episodes = n_prompts * group_size};
   std::vector<Episode> eps(static_cast<size_t>(n_prompts * group_size));
@@ -77,13 +79,13 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     EngineRequest r;
     r.prompt = prompt_of(e);
     r.prompt.insert(r.prompt.end(), e.completion.begin(), e.completion.end());
-    r.sampling = opts_.sampling;
+    r.sampling = opts_.engine.sampling;
     r.sampling.n = 1;
     r.sampling.max_tokens = static_cast<int>(budget - static_cast<int64_t>(e.completion.size()));
     r.sampling.logprobs = 0;  // the sampled token's
     r.sampling.logprobs_mode = LogprobsMode::kProcessed;
-    r.sampling.stop_token_ids = opts_.stop_token_ids;
-    r.sampling.seed = derive_key(derive_key(derive_key(opts_.seed, static_cast<uint64_t>(e.prompt)),
+    r.sampling.stop_token_ids = opts_.engine.stop_token_ids;
+    r.sampling.seed = derive_key(derive_key(derive_key(opts_.engine.seed, static_cast<uint64_t>(e.prompt)),
                                             static_cast<uint64_t>(e.sample)),
                                  static_cast<uint64_t>(e.turns));
     // Blocks computed with other weights must never be served from the prefix cache.

@@ -30,13 +30,12 @@ namespace lathe::rollout {
 class EnvironmentCalls;
 
 struct EpisodeRolloutOptions {
-  int64_t max_completion_length = 512;  // tokens after the prompt: the model's and the observations'
-  int64_t max_turns = 4;                // model turns per episode
-  int64_t workers = 16;                 // environment calls at once
-  SamplingParams sampling;              // temperature, top_k, top_p; n, max_tokens, logprobs, seed set here
-  std::vector<int32_t> stop_token_ids;  // besides the model's eos ids
-  int64_t kv_cache_memory = 0;          // bytes of the KV pool (0: the engine's default)
-  uint64_t seed = 0;                    // turn k of sample g of prompt p samples with a key derived from all four
+  // Sampling, stops, KV pool and seed as for single-turn rollouts, except: max_completion_length counts every
+  // token after the prompt, the model's and the observations', and turn k of sample g of prompt p samples
+  // with a key derived from the seed and all three.
+  EngineRolloutOptions engine;
+  int64_t max_turns = 4;  // model turns per episode
+  int64_t workers = 16;   // environment calls at once
 };
 
 // What the last generate() did (tests, benches).
@@ -56,6 +55,7 @@ class EpisodeRollout final : public posttrain::RolloutSource {
 
   std::vector<std::string> reward_names() const override { return reward_names_; }
   int64_t max_prompt_tokens() const override;
+  int64_t memory_bytes(const Model& policy) const override;
   std::vector<posttrain::Trajectory> generate(const Model& policy, int64_t first_prompt, int64_t n_prompts,
                                               int64_t group_size) override;
   const EpisodeStats& last_stats() const { return stats_; }

@@ -51,9 +51,11 @@ std::unique_ptr<EpisodeRollout> fixture_episodes(const Model& m, const EpisodeSe
     return out;
   };
   const EnvironmentSpec env = parse_environment_spec(s.environment, "test");
-  EpisodeRolloutOptions o{.max_completion_length = s.max_completion_length, .max_turns = s.max_turns,
-                          .workers = env.workers, .kv_cache_memory = int64_t{8} << 20, .seed = 5};
-  o.sampling.ignore_eos = true;  // every turn runs to its tool call: a fixed layout
+  EpisodeRolloutOptions o{
+      .engine = {.max_completion_length = s.max_completion_length, .kv_cache_memory = int64_t{8} << 20, .seed = 5},
+      .max_turns = s.max_turns,
+      .workers = env.workers};
+  o.engine.sampling.ignore_eos = true;  // every turn runs to its tool call: a fixed layout
   return std::make_unique<EpisodeRollout>(std::vector<std::vector<int32_t>>{p0, p1}, std::vector<std::string>{"len"},
                                           rewards, make_environment(env),
                                           std::make_shared<FixedTurnCodec>(kTurnTokens, m.config().vocab_size),

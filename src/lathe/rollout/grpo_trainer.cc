@@ -86,16 +86,16 @@ std::unique_ptr<posttrain::RolloutSource> make_rollout(const posttrain::GrpoOpti
   sampling.top_k = static_cast<int>(o.top_k);
   std::vector<int32_t> stops;
   if (tok.special_tokens().eos_id) stops.push_back(static_cast<int32_t>(*tok.special_tokens().eos_id));
+  EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .sampling = sampling,
+                          .stop_token_ids = stops, .seed = o.seed};
   if (!o.environment.is_null()) {  // multi-turn episodes with a tool environment
     const EnvironmentSpec env = parse_environment_spec(o.environment, "recipe");  // checked by with_defaults
     auto codec = std::make_shared<ChatToolCodec>(enc, env.tool_call_start, env.tool_call_end);
-    EpisodeRolloutOptions eo{.max_completion_length = o.max_completion_length, .max_turns = env.max_turns,
-                             .workers = env.workers, .sampling = sampling, .stop_token_ids = stops, .seed = o.seed};
     return std::make_unique<EpisodeRollout>(std::move(prompts), set->names(), std::move(fn), make_environment(env),
-                                            std::move(codec), std::move(eo));
+                                            std::move(codec),
+                                            EpisodeRolloutOptions{.engine = std::move(ro), .max_turns = env.max_turns,
+                                                                  .workers = env.workers});
   }
-  EngineRolloutOptions ro{.max_completion_length = o.max_completion_length, .sampling = sampling,
-                          .stop_token_ids = stops, .seed = o.seed};
   return std::make_unique<EngineRollout>(std::move(prompts), set->names(), std::move(fn), std::move(ro));
 }
 

@@ -33,6 +33,14 @@ int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, 
   return kv_blocks_for_bytes(bytes, layout, block_size, kv_dtype);
 }
 
+int64_t engine_kv_pool_bytes(const Model& model, const EngineConfig& config) {
+  const SchedulerConfig s = resolved(config.scheduler, model.config());
+  const DType dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, model);
+  const KvLayout layout = layout_of(model.config());
+  return engine_kv_blocks(config.kv_cache_memory, layout, config.block_size, dtype, s.max_num_seqs, s.max_model_len) *
+         kv_block_bytes(layout, config.block_size, dtype);
+}
+
 EngineCore::EngineCore(const Model& model, const EngineConfig& config)
     : model_(model),
       sched_config_(resolved(config.scheduler, model.config())),

@@ -27,6 +27,9 @@ namespace lathe {
 int64_t engine_kv_blocks(int64_t bytes, const KvLayout& layout, int block_size, DType kv_dtype,
                          int64_t max_num_seqs, int64_t max_model_len);
 
+// Bytes of the KV pool an EngineCore(model, config) allocates (the memory plans of training jobs that sample).
+int64_t engine_kv_pool_bytes(const Model& model, const EngineConfig& config);
+
 struct EngineCoreStats {
   int64_t n_running = 0, n_waiting = 0;
   int64_t kv_blocks_total = 0;  // usable blocks (the null block excluded)
