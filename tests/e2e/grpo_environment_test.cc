@@ -30,6 +30,9 @@ TEST(GrpoEnvironmentCli, TrainsOnEpisodesWithABuiltinCalculator) {
   ASSERT_EQ(rc, 0) << out;
   const std::string run = dir + "/run";
   EXPECT_EQ(testing::step_metric(run, "rewards/mean").size(), 2u);
+  const std::vector<double> turns = testing::step_metric(run, "episodes/turns_mean");  // logged per generation
+  ASSERT_EQ(turns.size(), 2u);
+  for (double t : turns) EXPECT_TRUE(t >= 1 && t <= 4) << t;  // max_turns 4
   EXPECT_TRUE(std::filesystem::exists(run + "/adapter/adapter_model.safetensors"));
   std::ifstream in(run + "/recipe.yaml");
   std::stringstream ss;

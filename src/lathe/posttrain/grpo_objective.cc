@@ -67,6 +67,7 @@ GrpoObjective::GrpoObjective(GrpoOptions opts, std::unique_ptr<RolloutSource> so
                   "grpo.scale_rewards batch divides by the std of the whole generation batch, which " , world,
                   " ranks hold in parts: use group or none");
   reward_names_ = source_->reward_names();
+  source_metric_names_ = source_->metric_names();
   LATHE_CHECK_ARG(!reward_names_.empty(), "[GrpoObjective] the rollout source has no reward function");
   if (opts_.overlong_buffer > 0) {
     reward_names_.push_back("overlong");
@@ -90,6 +91,7 @@ std::vector<std::string> GrpoObjective::metric_names() const {
   std::vector<std::string> names;
   for (const std::string& n : reward_names_) names.push_back("rewards/" + n);
   for (const char* n : kGenerationMetricNames) names.emplace_back(n);
+  for (const std::string& n : source_metric_names_) names.push_back(n);
   for (const char* n : kTimeMetricNames) names.emplace_back(n);
   for (const char* n : kLossMetricNames) names.emplace_back(n);
   return names;
@@ -274,6 +276,10 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
                        opts_.dynamic_sampling ? static_cast<double>(ds.kept_zero_std_groups) : kNan};
   static_assert(std::size(gv) == std::size(kGenerationMetricNames));
   for (size_t i = 0; i < std::size(gv); ++i) gm.emplace_back(kGenerationMetricNames[i], gv[i]);
+  const std::vector<double> own = source_->take_metrics();  // of every generate() call of this batch
+  LATHE_CHECK_ARG(own.size() == source_metric_names_.size(), "[grpo] the rollout source returned ", own.size(),
+                  " metrics for ", source_metric_names_.size(), " names");
+  for (size_t i = 0; i < own.size(); ++i) gm.emplace_back(source_metric_names_[i], own[i]);
   for (GrpoMicroBatch& c : chunks_) c.generation_metrics = gm;
   // The cycle's times, reported once: with the first micro-batch trained on it (NaN, weight 0, on the others).
   for (GrpoMicroBatch& c : chunks_)

@@ -42,6 +42,10 @@ class RolloutSource {
   virtual int64_t max_prompt_tokens() const = 0;
   // Bytes it allocates to sample from `policy` beyond the model itself (the memory plan): an engine's KV pool.
   virtual int64_t memory_bytes(const Model& /*policy*/) const { return 0; }
+  // Metrics of its own, logged with each generation batch after the GRPO ones: the names (fixed for the run),
+  // and their values over the generate() calls since the last take_metrics() (NaN: logged as null).
+  virtual std::vector<std::string> metric_names() const { return {}; }
+  virtual std::vector<double> take_metrics() { return {}; }
   // G = group_size completions of each of the n_prompts prompts numbered from first_prompt (a global count:
   // the same number asks for the same prompt), sampled from `policy` as it is now: n_prompts · G
   // trajectories, a prompt's G consecutive, each stamped with policy.weight_version().
@@ -99,6 +103,7 @@ class GrpoObjective final : public train::Objective {
   GrpoOptions opts_;
   std::unique_ptr<RolloutSource> source_;
   std::vector<std::string> reward_names_;  // the source's, + "overlong"
+  std::vector<std::string> source_metric_names_;
   int world_ = 1, rank_ = 0;
   dist::Communicator* comm_ = nullptr;
   ForwardOptions forward_, no_grad_forward_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -51,6 +52,21 @@ int64_t EpisodeRollout::max_prompt_tokens() const {
   return static_cast<int64_t>(m);
 }
 
+std::vector<std::string> EpisodeRollout::metric_names() const {
+  return {"episodes/turns_mean", "episodes/tool_calls_mean", "episodes/observation_tokens_mean",
+          "episodes/model_tokens_mean", "episodes/prefix_cache_hit_frac"};
+}
+
+std::vector<double> EpisodeRollout::take_metrics() {
+  const EpisodeStats s = std::exchange(untaken_, {});
+  const int64_t prompt_tokens = std::exchange(untaken_prompt_tokens_, 0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto per_episode = [&](int64_t v) { return s.episodes > 0 ? static_cast<double>(v) / static_cast<double>(s.episodes) : nan; };
+  return {per_episode(s.turns), per_episode(s.tool_calls), per_episode(s.observation_tokens),
+          per_episode(s.model_tokens),
+          prompt_tokens > 0 ? static_cast<double>(s.prefix_cache_hit_tokens) / static_cast<double>(prompt_tokens) : nan};
+}
+
 int64_t EpisodeRollout::memory_bytes(const Model& policy) const {
   return engine_kv_pool_bytes(policy, rollout_engine_config(opts_.engine, max_prompt_tokens()));
 }
@@ -91,6 +107,7 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     // Blocks computed with other weights must never be served from the prefix cache.
     r.cache_keys.cache_salt = "weight_version " + std::to_string(version);
     e.turn_start = e.completion.size();
+    untaken_prompt_tokens_ += static_cast<int64_t>(r.prompt.size());
     const uint64_t id = next_request_id_++;
     episode_of[id] = i;
     core_->add_request(id, std::move(r));
@@ -205,6 +222,12 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     }
   }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  untaken_.episodes += stats_.episodes;
+  untaken_.turns += stats_.turns;
+  untaken_.tool_calls += stats_.tool_calls;
+  untaken_.observation_tokens += stats_.observation_tokens;
+  untaken_.model_tokens += stats_.model_tokens;
+  untaken_.prefix_cache_hit_tokens += stats_.prefix_cache_hit_tokens;
   return trs;
 }
 

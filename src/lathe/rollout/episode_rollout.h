@@ -58,6 +58,10 @@ class EpisodeRollout final : public posttrain::RolloutSource {
   int64_t memory_bytes(const Model& policy) const override;
   std::vector<posttrain::Trajectory> generate(const Model& policy, int64_t first_prompt, int64_t n_prompts,
                                               int64_t group_size) override;
+  // Per generation batch: model turns, tool calls, observation and model tokens per episode (means), and the
+  // share of the turns' prompt tokens the prefix cache served.
+  std::vector<std::string> metric_names() const override;
+  std::vector<double> take_metrics() override;
   const EpisodeStats& last_stats() const { return stats_; }
 
  private:
@@ -72,6 +76,8 @@ class EpisodeRollout final : public posttrain::RolloutSource {
   std::unique_ptr<EngineCore> core_;  // built on the first generate(), kept; dropped after a failure
   uint64_t next_request_id_ = 1;
   EpisodeStats stats_;
+  EpisodeStats untaken_;  // the sums since the last take_metrics()
+  int64_t untaken_prompt_tokens_ = 0;  // prompt tokens of the turns' requests since then
 };
 
 }  // namespace lathe::rollout

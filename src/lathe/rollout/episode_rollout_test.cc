@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "lathe/autograd/node.h"
@@ -103,6 +105,30 @@ TEST(EpisodeRollout, TurnsAndObservationsWithTheirLossMaskAndTheTrainersLogProbs
   EXPECT_EQ(st.observation_tokens, obs_tokens);
   EXPECT_EQ(st.model_tokens, 8 * 3 * kTurnTokens);
   EXPECT_GT(st.prefix_cache_hit_tokens, 0);  // continued turns start from the blocks the earlier ones filled
+  // The GRPO metrics: per-episode means of the same counts, the prefix-cache share of the turns' prompts.
+  const std::vector<std::string> names = src->metric_names();
+  std::vector<double> metrics = src->take_metrics();
+  ASSERT_EQ(metrics.size(), names.size());
+  const auto metric = [&](const std::string& name) {
+    return metrics[static_cast<size_t>(std::ranges::find(names, name) - names.begin())];
+  };
+  EXPECT_DOUBLE_EQ(metric("episodes/turns_mean"), 3.0);
+  EXPECT_DOUBLE_EQ(metric("episodes/tool_calls_mean"), 3.0);
+  EXPECT_DOUBLE_EQ(metric("episodes/observation_tokens_mean"), static_cast<double>(obs_tokens) / 8);
+  EXPECT_DOUBLE_EQ(metric("episodes/model_tokens_mean"), 3.0 * kTurnTokens);
+  // Turn k's prompt is the prompt and everything before it: 3 requests per episode.
+  int64_t turn_prompts = 0;
+  for (const Trajectory& t : trs) {
+    size_t pos = 0;
+    for (int turn = 0; turn < 3; ++turn) {
+      turn_prompts += static_cast<int64_t>(t.prompt.size() + pos);
+      if (turn < 2) pos += kTurnTokens + codec.observation(codec.decode(std::span<const int32_t>(t.completion).subspan(pos, kTurnTokens))).size();
+    }
+  }
+  EXPECT_DOUBLE_EQ(metric("episodes/prefix_cache_hit_frac"),
+                   static_cast<double>(st.prefix_cache_hit_tokens) / static_cast<double>(turn_prompts));
+  metrics = src->take_metrics();  // taken: nothing since
+  EXPECT_TRUE(std::isnan(metrics[0]));
 
   // The sampler's log-probs are the trainer's on every model token: each turn was generated after the
   // observations before it. f32 forwards over a KV store and over the packed batch: 1e-5 absolute.
