@@ -5,6 +5,8 @@
 #include <iterator>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "lathe/autograd/node.h"
 #include "lathe/base/error.h"
@@ -220,10 +222,12 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
     }
     std::vector<float> rollout;
     for (const Trajectory& t : c.trajectories) rollout.insert(rollout.end(), t.rollout_logps.begin(), t.rollout_logps.end());
-    // π_old: the sampler's, this forward, or (on-policy, no sampler log-probs to compare) the live values.
+    // π_old: the sampler's, this forward, or (on-policy) the training forward's own, sg[π_θ]. Its weights have
+    // not moved since sampling, so the mismatch against the sampler is computed there too (loss()), unless
+    // LoRA dropout makes that forward noisier than the sampler's.
     if (opts_.use_rollout_logps) {
       c.old_logps = rollout;
-    } else if (!opts_.on_policy() || all_rollout) {
+    } else if (!opts_.on_policy() || (all_rollout && forward_.lora_dropout)) {
       const auto t0 = std::chrono::steady_clock::now();
       c.old_logps = no_grad_logps(model, c.batch, no_grad_forward_, processing_);
       old_s += seconds_since(t0);
@@ -237,7 +241,9 @@ void GrpoObjective::generate(const Model& model, int64_t cycle) {
       ref_s += seconds_since(t0);
       ++reference_forwards_;
     }
-    if (all_rollout) {
+    if (all_rollout && c.old_logps.empty()) {
+      c.deferred_rollout_logps = std::move(rollout);
+    } else if (all_rollout) {
       const GrpoMismatch m = grpo_mismatch(c.old_logps, rollout, c.mask, c.batch.offsets, opts_.mismatch);
       if (opts_.mismatch.mode != GrpoMismatchMode::kNone) c.is_weights = m.weights;
       const auto n = static_cast<double>(c.batch.n_tokens());
@@ -310,13 +316,20 @@ train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b
   const TokenLogprobs lp = model.token_logprobs(b.batch.forward_batch(), targets, o, /*want_entropy=*/true, processing_);
   std::vector<float> live;
   if (b.old_logps.empty()) live = lp.logprobs.to_vector();  // on-policy: π_old = sg[π_θ]
+  std::vector<float> is_weights = b.is_weights;
+  std::optional<GrpoMismatch> mm;  // deferred to this forward (on-policy with the sampler's log-probs)
+  if (!b.deferred_rollout_logps.empty()) {
+    LATHE_ASSERT(b.old_logps.empty() && is_weights.empty());
+    mm = grpo_mismatch(live, b.deferred_rollout_logps, b.mask, b.batch.offsets, opts_.mismatch);
+    if (opts_.mismatch.mode != GrpoMismatchMode::kNone) is_weights = mm->weights;
+  }
   const std::vector<float> entropy = lp.entropy.to_vector();
   const GrpoLossInputs in{.offsets = b.batch.offsets,
                           .old_logps = b.old_logps.empty() ? live : b.old_logps,
                           .ref_logps = b.ref_logps,
                           .mask = b.mask,
                           .advantages = b.advantages,
-                          .is_weights = b.is_weights,
+                          .is_weights = is_weights,
                           .truncated = b.truncated,
                           .entropy = entropy};
   GrpoLossOptions lo = opts_.loss;
@@ -331,6 +344,19 @@ train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b
     lag += (now - static_cast<double>(t.weight_version)) / static_cast<double>(b.trajectories.size());
   }
   train::ObjectiveResult r{.loss = loss, .tokens = b.batch.n_tokens(), .metrics = b.generation_metrics};
+  if (mm) {  // this micro-batch's mismatch in place of the generation batch's (the step averages micro-batches)
+    const std::pair<const char*, double> values[] = {
+        {"sampler_trainer/logp_diff_mean", mm->logp_diff_mean}, {"sampler_trainer/logp_diff_max", mm->logp_diff_max},
+        {"sampler_trainer/prob_diff_mean", mm->prob_diff_mean},
+        {"sampler_trainer/probs_pearson_corr", mm->probs_pearson_corr}, {"sampler_is/weight_mean", mm->weight_mean},
+        {"sampler_is/weight_max", mm->weight_max}, {"sampler_is/weight_min", mm->weight_min},
+        {"sampler_is/frac_clipped", mm->frac_clipped}};
+    for (const auto& [name, v] : values) {
+      const auto it = std::ranges::find(r.metrics, std::string_view(name), [](const auto& kv) { return std::string_view(kv.first); });
+      LATHE_ASSERT(it != r.metrics.end());
+      it->second = v;
+    }
+  }
   const double lv[] = {m.completion_mean_length, m.completion_min_length, m.completion_max_length,
                        m.completion_clipped_ratio, m.kl, m.pg_clipfrac, m.pg_clipfrac_lower, m.entropy,
                        m.is_ratio_mean, m.is_ratio_min, m.is_ratio_max, vmin, lag};

@@ -64,6 +64,10 @@ struct GrpoMicroBatch {
   std::vector<float> old_logps;          // [N], or empty: on-policy (π_old = sg[π_θ])
   std::vector<float> ref_logps;          // [N], or empty: β = 0
   std::vector<float> is_weights;         // [N] mismatch weights, or empty: no correction
+  // [N] the sampler's log-probs when the mismatch waits for the training forward (on-policy: its log-probs are
+  // π_old, so loss() computes the diagnostics and the correction weights from them, and no π_old forward runs);
+  // empty otherwise.
+  std::vector<float> deferred_rollout_logps;
   double dapo_tokens = 0;                // the step's trained tokens / its micro-batches (all ranks)
   train::ObjectiveMetrics generation_metrics;  // rewards, advantages, mismatch of its generation batch
 };

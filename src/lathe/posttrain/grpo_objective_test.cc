@@ -94,10 +94,10 @@ struct ObjectiveRun {
   std::vector<std::string> notes;
   std::unique_ptr<GrpoObjective> objective;
   std::shared_ptr<std::vector<int64_t>> calls;
-  ObjectiveRun(const GrpoOptions& o, std::unique_ptr<FixtureSource> src) {
+  ObjectiveRun(const GrpoOptions& o, std::unique_ptr<FixtureSource> src, ForwardOptions forward = {}) {
     calls = src->calls;
     objective = std::make_unique<GrpoObjective>(o, std::move(src), 1);
-    objective->start({.model = *policy.model, .comm = *comm, .forward = {},
+    objective->start({.model = *policy.model, .comm = *comm, .forward = forward,
                       .note = [this](const std::string& s) { notes.push_back(s); }});
   }
 };
@@ -245,17 +245,44 @@ TEST(GrpoObjective, MismatchCorrectionWeightsAndDiagnostics) {
   o.mismatch = {.mode = GrpoMismatchMode::kTokenTruncate, .c_max = 1.1};
   ObjectiveRun run(o, std::make_unique<FixtureSource>(true, 0.2f));
   const GrpoMicroBatch b = run.objective->next_batch(*run.policy.model);
-  ASSERT_EQ(b.is_weights.size(), static_cast<size_t>(b.batch.n_tokens()));
+  // On-policy: the training forward's log-probs are π_old, and the mismatch is computed from them in loss().
+  EXPECT_TRUE(b.old_logps.empty());
+  EXPECT_TRUE(b.is_weights.empty());
   std::vector<float> rollout;
   for (const Trajectory& t : b.trajectories) rollout.insert(rollout.end(), t.rollout_logps.begin(), t.rollout_logps.end());
-  const GrpoMismatch want = grpo_mismatch(b.old_logps, rollout, b.mask, b.batch.offsets, o.mismatch);
-  EXPECT_EQ(b.is_weights, want.weights);
+  EXPECT_EQ(b.deferred_rollout_logps, rollout);
+  // What it must equal: π_old from an explicit no-grad forward of the same weights, weights and diagnostics
+  // from it.
+  GrpoMicroBatch explicit_old = b;
+  {
+    NoGradGuard ng;
+    explicit_old.old_logps = run.policy.model
+                                 ->token_logprobs(b.batch.forward_batch(),
+                                                  Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets))
+                                 .logprobs.to_vector();
+  }
+  const GrpoMismatch want = grpo_mismatch(explicit_old.old_logps, rollout, b.mask, b.batch.offsets, o.mismatch);
+  explicit_old.is_weights = want.weights;
+  explicit_old.deferred_rollout_logps.clear();
   const train::ObjectiveResult r = run.objective->loss(*run.policy.model, b);
-  EXPECT_NEAR(testing::metric(r, "sampler_is/weight_mean"), want.weight_mean, 1e-9);
+  EXPECT_NEAR(testing::metric(r, "sampler_is/weight_mean"), want.weight_mean, 1e-6);
   EXPECT_NEAR(testing::metric(r, "sampler_is/frac_clipped"), want.frac_clipped, 1e-9);
   EXPECT_GT(want.frac_clipped, 0);
-  EXPECT_NEAR(testing::metric(r, "sampler_trainer/logp_diff_max"), want.logp_diff_max, 1e-9);
-  EXPECT_EQ(run.objective->old_logp_forwards(), 1);  // on-policy, but π_old is needed against the sampler
+  EXPECT_NEAR(testing::metric(r, "sampler_trainer/logp_diff_max"), want.logp_diff_max, 1e-6);
+  EXPECT_EQ(run.objective->old_logp_forwards(), 0);  // no π_old forward
+  backward(r.loss);
+  const testing::Grads deferred = lora_grads(*run.policy.lora);
+  const train::ObjectiveResult r_explicit = run.objective->loss(*run.policy.model, explicit_old);
+  EXPECT_NEAR(r.loss.item(), r_explicit.loss.item(), 1e-6 + 1e-5 * std::fabs(r_explicit.loss.item()));
+  backward(r_explicit.loss);
+  EXPECT_LE(testing::grad_rel_diff(deferred, lora_grads(*run.policy.lora)), 1e-5);  // the weights are applied
+
+  // With LoRA dropout the training forward is noisier than the sampler's: π_old gets its own forward.
+  ObjectiveRun dropout(o, std::make_unique<FixtureSource>(true, 0.2f), ForwardOptions{.lora_dropout = true});
+  const GrpoMicroBatch bd = dropout.objective->next_batch(*dropout.policy.model);
+  EXPECT_EQ(dropout.objective->old_logp_forwards(), 1);
+  EXPECT_TRUE(bd.deferred_rollout_logps.empty());
+  EXPECT_EQ(bd.is_weights, want.weights);
 }
 
 TEST(GrpoObjective, RejectsBatchesThatSplitGroupsOrSteps) {
