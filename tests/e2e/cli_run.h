@@ -133,14 +133,14 @@ class ScopedTmpfs {
 
 // The pid of the `lathe pretrain` process that is MPI rank `rank` of a job training in `run_dir` (its
 // command line says run.dir=RUN_DIR, its environment OMPI_COMM_WORLD_RANK=RANK); -1 when there is none.
-inline pid_t find_rank_pid(const std::string& run_dir, int rank) {
+inline pid_t find_rank_pid(const std::string& run_dir, int rank, const std::string& command = "pretrain") {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream env(e.path() / "environ"), cmdline(e.path() / "cmdline");
     const std::string envs((std::istreambuf_iterator<char>(env)), {});
     const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
-    if (args.find("run.dir=" + run_dir + '\0') != std::string::npos && args.find("pretrain") != std::string::npos &&
+    if (args.find("run.dir=" + run_dir + '\0') != std::string::npos && args.find('\0' + command + '\0') != std::string::npos &&
         envs.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
       return std::stoi(name);
   }

@@ -2,7 +2,8 @@
 // (the hostfile now offers one slot) with the global batch kept, then grows back to 2 when the slot
 // returns; the final model equals an uninterrupted 2-rank run within float tolerance and metrics.jsonl has
 // every step once. A SIGSTOPped rank is caught by the collective timeout; --max-restarts and a failure that
-// repeats at the same step stop the supervisor. Skipped when mpirun is not installed.
+// repeats at the same step stop the supervisor. GRPO shrinks in whole groups per rank and resamples the
+// same completions. Skipped when mpirun is not installed.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -255,6 +256,65 @@ TEST_F(Elastic, RepeatedFailureAtTheSameStepAndMaxRestartsStopTheSupervisor) {
       launch_args("1:1", "--max-restarts 0") + overrides(data(), *dir_ + "/no_restart", kSteps) + diverge, 120);
   EXPECT_TRUE(testing::is_clean_error({rc, out}, "--max-restarts 0 reached")) << rc << out;
   EXPECT_TRUE(restarts(*dir_ + "/no_restart").empty());
+}
+
+// GRPO (recipes/grpo/tiny.yaml: 8 completions per step, groups of 4): rank 1 killed -> 1 rank, 4 x accum 2,
+// the same generation batch of 2 groups. Rollouts are seeded by prompt number, so the resumed job samples
+// what the uninterrupted 2-rank run sampled: the same rewards at every step, and the same adapter up to the
+// order of the float sums.
+TEST(ElasticGrpo, KilledRankResumesOnOneRankInWholeGroups) {
+  if (testing::run_shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  ::setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+  const std::string dir = testing::scratch_dir("elastic_grpo"), run = dir + "/killed", hosts = dir + "/hosts";
+  constexpr int kGrpoSteps = 60;
+  const auto args = [&](const std::string& run_dir) {
+    return " recipes/grpo/tiny.yaml run.dir=" + run_dir + " run.threads=1 checkpoint.every=10 checkpoint.keep=2" +
+           " schedule.steps=" + std::to_string(kGrpoSteps);
+  };
+  auto [rc, out] = testing::run_lathe_two_ranks("grpo" + args(dir + "/reference"));
+  ASSERT_EQ(rc, 0) << out;
+  write_hostfile(hosts, 2);
+  const pid_t sup = testing::spawn_lathe_logged(
+      "launch --nproc 1:2 --mpirun-arg=--oversubscribe --hostfile " + hosts + " --max-restarts 2 -- grpo" + args(run),
+      run + ".log");
+  ASSERT_GT(sup, 0);
+  ASSERT_TRUE(testing::wait_for_file(run + "/checkpoints/step_00000010/DONE", seconds(60)));
+  write_hostfile(hosts, 1);
+  const pid_t rank1 = testing::find_rank_pid(run, 1, "grpo");
+  ASSERT_GT(rank1, 0) << "rank 1 not found";
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  rc = testing::wait_exit(sup, seconds(120));
+  std::ifstream lf(run + ".log");
+  out.assign(std::istreambuf_iterator<char>(lf), {});
+  ASSERT_EQ(rc, 0) << out;
+  const auto r = restarts(run);
+  ASSERT_EQ(r.size(), 1u) << out;
+  EXPECT_EQ(r[0]["ranks_after"], 1);
+  EXPECT_EQ(r[0]["batch_size"], 4);
+  EXPECT_EQ(r[0]["grad_accum"], 2);
+  const int64_t resumed = r[0]["resumed_step"].get<int64_t>();
+  EXPECT_GE(resumed, 10);
+  EXPECT_LT(resumed, kGrpoSteps) << "the job finished before the kill";
+  std::vector<int64_t> every(kGrpoSteps);
+  for (int i = 0; i < kGrpoSteps; ++i) every[i] = i + 1;
+  EXPECT_EQ(metric_steps(run), every);
+  EXPECT_EQ(testing::step_metric(run, "rewards/mean"), testing::step_metric(dir + "/reference", "rewards/mean"));
+  // The adapters, element by element against each tensor's largest value (as the pre-training test above).
+  const auto a = SafetensorsFile::open(dir + "/reference/adapter/adapter_model.safetensors");
+  const auto b = SafetensorsFile::open(run + "/adapter/adapter_model.safetensors");
+  ASSERT_EQ(a.entries().size(), b.entries().size());
+  for (const auto& e : a.entries()) {
+    const Tensor ta = a.tensor(e.name).to(DType::kF32), tb = b.tensor(e.name).to(DType::kF32);
+    ASSERT_EQ(ta.numel(), tb.numel()) << e.name;
+    float scale = 0, diff = 0;
+    for (int64_t k = 0; k < ta.numel(); ++k) {
+      scale = std::max(scale, std::abs(ta.data<float>()[k]));
+      diff = std::max(diff, std::abs(ta.data<float>()[k] - tb.data<float>()[k]));
+    }
+    EXPECT_LE(diff, 5e-4f * scale) << e.name;
+  }
 }
 
 TEST_F(Elastic, RefusesBadNprocAndMissingCommand) {

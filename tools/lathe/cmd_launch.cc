@@ -1,8 +1,8 @@
-// lathe launch --nproc MIN:MAX [--hostfile F] -- pretrain|sft|dpo|distill RECIPE [key=value ...]: an elastic
+// lathe launch --nproc MIN:MAX [--hostfile F] -- pretrain|sft|dpo|distill|grpo RECIPE [key=value ...]: an elastic
 // supervisor over mpirun. It starts the job on as many ranks as the hostfile offers (at most MAX), and when
 // the job fails (a rank killed, a collective timeout naming a stopped rank, an error) relaunches it with
 // --resume on the ranks still available (at least MIN), with the batch split so the optimizer sees the same
-// global batch (train/elastic_batch.h). When slots come back (the hostfile is re-read every second) the job is
+// global batch (train/elastic_batch.h; GRPO's in whole groups per rank). When slots come back (the hostfile is re-read every second) the job is
 // stopped at the end of its step with a checkpoint and relaunched larger. Restarts are logged to
 // <run>/elastic/restarts.jsonl. docs/multi-node.md.
 #include <unistd.h>
@@ -26,6 +26,7 @@
 #include "lathe/base/error.h"
 #include "lathe/dist/hostfile.h"
 #include "lathe/io/mapped_file.h"
+#include "lathe/posttrain/grpo_options.h"
 #include "lathe/train/elastic_batch.h"
 #include "lathe/train/recipe.h"
 #include "lathe/train/run_folder.h"
@@ -64,7 +65,9 @@ struct LaunchOptions {
   int max_restarts = 3;       // restarts after failures (growing back is not a failure)
   double rdzv_timeout = 60;   // seconds to wait for min_world slots before giving up
   std::vector<std::string> mpirun_args;
-  std::string command;                 // pretrain | sft | dpo | distill
+  std::string command;                 // pretrain | sft | dpo | distill | grpo
+  int64_t group = 1;                   // sequences a rank keeps together: GRPO's num_generations
+  int64_t steps_per_accum = 0;         // GRPO: grpo.steps_per_generation / data.grad_accum when the recipe sets it
   std::string recipe;
   std::vector<std::string> overrides;  // key=value, the user's
   std::vector<std::string> switches;   // the command's own (--no-samples), passed on
@@ -145,14 +148,16 @@ int Supervisor::choose_world(std::vector<dist::HostSlots>& hosts) {
     std::string dropped;
     hosts = available_hosts(o_, &dropped);
     const int slots = dist::total_slots(hosts);
-    const int world = train::elastic_world_size(cfg_.batch_size, cfg_.grad_accum, o_.min_world, o_.max_world, slots);
+    const int world =
+        train::elastic_world_size(cfg_.batch_size, cfg_.grad_accum, o_.min_world, o_.max_world, slots, o_.group);
     if (world > 0) {
       hosts = dist::take_slots(hosts, world);
       return world;
     }
     const std::string why = str_cat(slots, " slots available", dropped.empty() ? "" : " (unreachable: " + dropped + ")",
                                     ", need ", o_.min_world, " to ", o_.max_world, " ranks that divide the global batch of ",
-                                    cfg_.batch_size * cfg_.grad_accum, " sequences");
+                                    cfg_.batch_size * cfg_.grad_accum, " sequences",
+                                    o_.group > 1 ? str_cat(" in whole groups of ", o_.group) : "");
     if (std::chrono::steady_clock::now() >= deadline || user_stop.load())
       throw Error(str_cat("launch: ", why, "; gave up after --rdzv-timeout ", o_.rdzv_timeout, " s"));
     if (!said) say(why + "; waiting (re-reading " + (o_.hostfile.empty() ? "nothing" : o_.hostfile) + ")");
@@ -172,6 +177,8 @@ std::vector<std::string> Supervisor::attempt_argv(int world, const train::BatchS
   a.push_back(str_cat("data.batch_size=", split.batch_size));
   a.push_back(str_cat("data.grad_accum=", split.grad_accum));
   a.push_back(str_cat("eval.batches=", split.eval_batches));
+  // A GRPO generation batch spans the same number of optimizer steps: its micro-batches scale with grad_accum.
+  if (o_.steps_per_accum > 0) a.push_back(str_cat("grpo.steps_per_generation=", o_.steps_per_accum * split.grad_accum));
   a.insert(a.end(), o_.switches.begin(), o_.switches.end());
   if (!first) a.push_back("--resume");
   else if (!o_.first_mode.empty()) a.push_back(o_.first_mode);
@@ -218,7 +225,8 @@ int Supervisor::run() {
   for (int attempt = 1;; ++attempt) {
     std::vector<dist::HostSlots> hosts;
     world = choose_world(hosts);
-    const auto split = train::split_global_batch(cfg_.batch_size, cfg_.grad_accum, cfg_.eval_batches, o_.max_world, world);
+    const auto split =
+        train::split_global_batch(cfg_.batch_size, cfg_.grad_accum, cfg_.eval_batches, o_.max_world, world, o_.group);
     LATHE_ASSERT(split.has_value(), "choose_world returned a world size that does not divide the batch");
     write_file_atomic(dir_ + "/hostfile", dist::format_hostfile(hosts));
     const std::string note = str_cat("attempt ", attempt, ", ", world, "/", o_.max_world, " ranks", restarts ? str_cat(", ", restarts, " restarts") : "");
@@ -261,9 +269,9 @@ int Supervisor::run() {
         try {
           const auto listed = dist::read_hostfile(o_.hostfile);
           if (train::elastic_world_size(cfg_.batch_size, cfg_.grad_accum, o_.min_world, o_.max_world,
-                                        dist::total_slots(listed)) > world &&
+                                        dist::total_slots(listed), o_.group) > world &&
               train::elastic_world_size(cfg_.batch_size, cfg_.grad_accum, o_.min_world, o_.max_world,
-                                        dist::total_slots(available_hosts(o_, nullptr))) > world) {
+                                        dist::total_slots(available_hosts(o_, nullptr)), o_.group) > world) {
             say(str_cat("more slots in ", o_.hostfile, ": stopping at the end of step ", last_step_ + 1,
                         " (a checkpoint) to grow from ", world, " ranks"));
             job.request_stop();
@@ -330,13 +338,13 @@ int Supervisor::run() {
 const CommandSpec& launch_spec() {
   static const CommandSpec spec{
       .name = "launch",
-      .usage = "--nproc MIN:MAX [options] -- pretrain|sft|dpo|distill RECIPE.yaml [key=value ...]",
+      .usage = "--nproc MIN:MAX [options] -- pretrain|sft|dpo|distill|grpo RECIPE.yaml [key=value ...]",
       .brief = "elastic data-parallel training over mpirun: restarts on failure, shrinks and grows",
       .summary =
           "Runs the training command under mpirun on up to MAX ranks (the hostfile's slots; this machine without\n"
           "one). When a rank dies, or a collective times out (run.collective_timeout) because one stopped, the job\n"
           "is relaunched with --resume on the ranks still available (at least MIN), data.batch_size and\n"
-          "data.grad_accum split so the global batch stays the same. When the hostfile offers more slots again the\n"
+          "data.grad_accum split so the global batch stays the same (GRPO: in whole groups per rank). When the hostfile offers more slots again the\n"
           "job stops at the end of its step (with a checkpoint) and grows back. Each restart is logged to\n"
           "run.dir/elastic/restarts.jsonl. docs/multi-node.md.\n",
       .options = {
@@ -380,8 +388,9 @@ int cmd_launch(int argc, char** argv) {
   o.rdzv_timeout = a.number("--rdzv-timeout", 60, {.min = 0});
   o.mpirun_args = a.all("--mpirun-arg");
   o.command = argv[sep + 1];
-  LATHE_CHECK_ARG(o.command == "pretrain" || o.command == "sft" || o.command == "dpo" || o.command == "distill",
-                  "launch: '", o.command, "' after --: expected pretrain, sft, dpo or distill");
+  LATHE_CHECK_ARG(o.command == "pretrain" || o.command == "sft" || o.command == "dpo" || o.command == "distill" ||
+                      o.command == "grpo",
+                  "launch: '", o.command, "' after --: expected pretrain, sft, dpo, distill or grpo");
   for (int i = sep + 2; i < argc; ++i) {
     const std::string s = argv[i];
     if (s == "--resume" || s == "--overwrite") {
@@ -398,6 +407,16 @@ int cmd_launch(int argc, char** argv) {
   }
   LATHE_CHECK_ARG(!o.recipe.empty(), "launch: no recipe after `-- ", o.command, "`");
   train::TrainConfig cfg = train::load_recipe(o.recipe, o.overrides);
+  if (o.command == "grpo") {
+    train::TrainConfig resolved = cfg;
+    const posttrain::GrpoOptions g = posttrain::grpo_options(resolved);  // a bad grpo: section fails now
+    o.group = g.num_generations;
+    if (cfg.grpo.contains("steps_per_generation")) {
+      LATHE_CHECK_ARG(g.steps_per_generation % g.grad_accum == 0, "launch: grpo.steps_per_generation ",
+                      g.steps_per_generation, " must be a multiple of data.grad_accum ", g.grad_accum);
+      o.steps_per_accum = g.steps_per_generation / g.grad_accum;
+    }
+  }
   if (!o.hostfile.empty()) (void)dist::read_hostfile(o.hostfile);  // a malformed file fails now, not at a restart
   std::signal(SIGINT, on_launch_signal);
   std::signal(SIGTERM, on_launch_signal);

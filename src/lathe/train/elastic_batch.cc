@@ -7,11 +7,11 @@
 namespace lathe::train {
 
 std::optional<BatchSplit> split_global_batch(int64_t batch_size, int64_t grad_accum, int64_t eval_batches,
-                                             int ref_world, int world) {
-  LATHE_CHECK_ARG(batch_size >= 1 && grad_accum >= 1 && ref_world >= 1 && world >= 1,
-                  "split_global_batch: batch_size, grad_accum and world sizes must be >= 1");
+                                             int ref_world, int world, int64_t group) {
+  LATHE_CHECK_ARG(batch_size >= 1 && grad_accum >= 1 && ref_world >= 1 && world >= 1 && group >= 1,
+                  "split_global_batch: batch_size, grad_accum, world sizes and group must be >= 1");
   const int64_t global = batch_size * grad_accum;
-  if (global % world != 0) return std::nullopt;
+  if (global % (group * world) != 0) return std::nullopt;
   const int64_t per_rank_max = std::max<int64_t>(1, batch_size / ref_world);
   int64_t m = std::min(per_rank_max, global / world);
   while (global % (m * world) != 0) --m;  // ends at m = 1 at the latest: global % world == 0
@@ -23,9 +23,10 @@ std::optional<BatchSplit> split_global_batch(int64_t batch_size, int64_t grad_ac
   return s;
 }
 
-int elastic_world_size(int64_t batch_size, int64_t grad_accum, int min_world, int max_world, int available) {
+int elastic_world_size(int64_t batch_size, int64_t grad_accum, int min_world, int max_world, int available,
+                       int64_t group) {
   for (int w = std::min(max_world, available); w >= std::max(1, min_world); --w)
-    if ((batch_size * grad_accum) % w == 0) return w;
+    if ((batch_size * grad_accum) % (group * w) == 0) return w;
   return 0;
 }
 

@@ -46,5 +46,26 @@ TEST(ElasticBatch, WorldSizeIsTheLargestThatKeepsTheBatch) {
   EXPECT_EQ(elastic_world_size(4, 1, 1, 2, 0), 0);
 }
 
+// GRPO: every rank's share holds whole groups of num_generations completions.
+TEST(ElasticBatch, GroupsStayWholeOnEachRank) {
+  EXPECT_EQ(elastic_world_size(16, 1, 1, 8, 8, 4), 4);  // 4 completions per rank: one group each
+  EXPECT_EQ(elastic_world_size(16, 1, 1, 8, 3, 4), 2);
+  EXPECT_EQ(elastic_world_size(8, 2, 1, 8, 8, 8), 2);   // global 16 = 2 groups of 8
+  EXPECT_EQ(elastic_world_size(8, 1, 2, 4, 4, 8), 0);   // one group of 8: no split over 2 or more ranks
+  for (int64_t b : {8, 16, 24})
+    for (int64_t a : {1, 2})
+      for (int w = 1; w <= 6; ++w) {
+        const auto s = split_global_batch(b, a, 1, 2, w, 4);
+        if ((b * a) % (4 * w) != 0) {
+          EXPECT_FALSE(s) << b << " " << a << " " << w;
+          continue;
+        }
+        ASSERT_TRUE(s);
+        EXPECT_EQ(s->batch_size * s->grad_accum, b * a);
+        EXPECT_EQ(s->batch_size % w, 0);
+        EXPECT_EQ(b * a / w % 4, 0);  // a rank's share of the step
+      }
+}
+
 }  // namespace
 }  // namespace lathe::train
