@@ -23,6 +23,13 @@ namespace lathe::cpu {
 
 enum class GemmIsa : uint8_t { kScalar, kAvx2, kAvx512, kAvx512Bf16, kCount };
 
+// The AVX-512 decode GEMVs (f32, bf16, quantised) stream W from memory once, 4 rows at a time: each step also
+// requests the same line of the rows kGemvPrefetchTiles tiles on, into L2 (_MM_HINT_T1), which keeps more
+// misses in flight than L1. On Zen 5 at 25 GB/s read bandwidth this ran 1.05-1.3x (f32) and 1.2-2.2x (int8 /
+// int4, VNNI) the rate of requesting the next tile into L1; 2 and 4 tiles did about as well, into L1 (NTA)
+// worse (docs/benchmarks.md, 2026-12-07).
+inline constexpr int kGemvPrefetchTiles = 3;
+
 // C[m, n] (m <= MR, n <= NR, row stride ldc) = alpha * Apanel · Bpanel + beta * C; beta == 0: write-only.
 using MicroKernelF32 = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                                 float alpha, float beta);

@@ -1,9 +1,10 @@
 // AVX-512 skinny-M (decode GEMV) kernels: y[i, j] = alpha * x_i · W(:, j) + beta * y[i, j] for
 // m <= kGemvMaxM rows of x (kGemvPassMaxM for f32 / f16 W with k <= kGemvPassMaxK). Decode is bound by how fast W streams from DRAM, so:
-//  - "nt" (W [N, K], a Linear weight) sums 4 W rows at once and prefetches the next 4 rows into L1 while
-//    it does: rows of Llama shapes are 3-8 KiB (about a page each), where the hardware prefetcher
-//    restarts on every row and leaves too few lines in flight (measured on bf16: 77% -> 88% of a
-//    read-only probe over a Llama-1B token's weights; f32 110M, 1 thread: see docs/benchmarks.md);
+//  - "nt" (W [N, K], a Linear weight) sums 4 W rows at once and prefetches the rows kGemvPrefetchTiles
+//    tiles on into L2 while it does: rows of Llama shapes are 3-8 KiB (about a page each), where the
+//    hardware prefetcher restarts on every row and leaves too few lines in flight (measured on bf16, the
+//    next 4 rows into L1: 77% -> 88% of a read-only probe over a Llama-1B token's weights; into L2 three
+//    tiles on, gemm_internal.h; f32 110M, 1 thread: see docs/benchmarks.md);
 //  - one step is one 64-byte line of each W row: 16 f32, or 32 bf16 widened at one ALU op per 16 weights:
 //    a 64-byte load holds 16 (even, odd) pairs per 32-bit lane; `<< 16` gives the even weights as f32 and
 //    `& 0xffff0000` the odd ones, so x is reordered once per call to match (per 32 columns: the 16 even
@@ -116,8 +117,8 @@ LATHE_AVX512 inline void dot_step(const float* xd, int64_t ldx, const bf16* w, i
 }
 
 // m <= 7: rows [j, j + R) of W (wj) against all M rows of x in one pass over K, the sums in
-// registers. With prefetch, each step also requests the same line of the next R rows into L1, one tile
-// ahead (R rows x 3-8 KiB for Llama shapes).
+// registers. With prefetch, each step also requests the same line of the rows kGemvPrefetchTiles tiles on
+// into L2 (gemm_internal.h).
 template <class TW, int M, int R>
 LATHE_AVX512 void gemv_rows(int64_t k, const float* x, int64_t ldx, const TW* wj, int64_t ldw, float* yj,
                             int64_t ldy, float alpha, float beta, bool prefetch) {
@@ -130,10 +131,10 @@ LATHE_AVX512 void gemv_rows(int64_t k, const float* x, int64_t ldx, const TW* wj
   const int64_t k_main = k / S * S;
   int64_t p = 0;
   if (prefetch) {
-    const TW* ahead = wj + R * ldw;
+    const TW* ahead = wj + kGemvPrefetchTiles * R * ldw;
     for (; p < k_main; p += S) {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T1);
       dot_step<M, R>(x + p, ldx, wj + p, ldw, static_cast<StepMask<TW>>(~uint64_t{0}), acc);
     }
   }
@@ -157,7 +158,7 @@ LATHE_AVX512 void gemv_nt_m(int64_t k, const float* x, int64_t ldx, const TW* w,
   int64_t j = j0;
   for (; j + kPassRows<M> <= j1; j += kPassRows<M>)
     gemv_rows<TW, M, kPassRows<M>>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta,
-                                   /*prefetch=*/j + 2 * kPassRows<M> <= j1);
+                                   /*prefetch=*/j + (kGemvPrefetchTiles + 1) * kPassRows<M> <= j1);
   for (; j < j1; ++j) gemv_rows<TW, M, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy, alpha, beta, /*prefetch=*/false);
 }
 

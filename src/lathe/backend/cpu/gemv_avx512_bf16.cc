@@ -4,7 +4,7 @@
 // 16 f32 lanes: twice the multiply-adds of an f32 FMA, with no widening of W nor f32 copy of x (what the
 // f32-x kernel of gemv_avx512.cc needs). As there ("nt"; its header has the measurements behind the prefetch):
 //  - m <= kPassMaxM: one pass over K with the m x R sums and x's step in registers (x takes one register per
-//    row here, not two), requesting the same line of the W rows kAheadRows on into L1;
+//    row here, not two), requesting the same line of the W rows kAheadRows on into L2;
 //  - larger m: that pass for each kPassMaxM rows of x in turn, one block of W rows (about kBlockBytes) at a
 //    time, so that every pass but the first reads the block from L2: W comes from memory once, and no packing.
 // Every output is one 16-lane accumulator over k in increasing 32-wide steps (the last one masked: lanes past
@@ -92,14 +92,14 @@ LATHE_AVX512_BF16 inline void dot_step(const bf16* x, int64_t ldx, const bf16* w
   }
 }
 
-// How far ahead the one-pass path prefetches: whole tiles, at least 4 rows (gemv_avx512.cc's distance at
-// R = 4). One tile of 2 rows ahead left m = 8 at ~75% of m = 4's weight bandwidth; two tiles ran 1.3-1.4x
-// faster at N = 768 and 2048, K = 768 on Zen 5 (noisy host, same run).
+// How far ahead the one-pass path prefetches, into L2: kGemvPrefetchTiles tiles of 4 rows (gemm_internal.h),
+// whole tiles of R rows. Ahead into L1, one tile of 2 rows left m = 8 at ~75% of m = 4's weight bandwidth;
+// two tiles ran 1.3-1.4x faster at N = 768 and 2048, K = 768 on Zen 5 (noisy host, same run).
 template <int R>
-constexpr int kAheadRows = (4 + R - 1) / R * R;
+constexpr int kAheadRows = (4 * kGemvPrefetchTiles + R - 1) / R * R;
 
 // m <= kPassMaxM: W rows [j, j + R) (wj) against all M rows of x in one pass over K, the sums in registers.
-// With prefetch, each step also requests the same line of the R rows kAheadRows<R> on into L1.
+// With prefetch, each step also requests the same line of the R rows kAheadRows<R> on into L2.
 template <int M, int R>
 LATHE_AVX512_BF16 void gemv_rows(int64_t k, const bf16* x, int64_t ldx, const bf16* wj, int64_t ldw, float* yj,
                                  int64_t ldy, float alpha, float beta, bool prefetch) {
@@ -114,7 +114,7 @@ LATHE_AVX512_BF16 void gemv_rows(int64_t k, const bf16* x, int64_t ldx, const bf
     const bf16* ahead = wj + kAheadRows<R> * ldw;
     for (; p < k_main; p += kStep) {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ldw + p), _MM_HINT_T1);
       dot_step<M, R>(x + p, ldx, wj + p, ldw, step_mask(kStep), acc);
     }
   }

@@ -101,10 +101,10 @@ LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-          // The next tile's rows one tile ahead, as quant_gemv_avx512_vnni.cc (more streams than the
-          // hardware prefetcher keeps in flight).
-          _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + R + r) * row_bytes + u * (row_bytes / (k / 32))),
-                       _MM_HINT_T0);
+          // The same codes kGemvPrefetchTiles tiles on, into L2, as quant_gemv_avx512_vnni.cc.
+          _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes +
+                                                     u * (row_bytes / (k / 32))),
+                       _MM_HINT_T1);
           __m512 w0, w1;
           dequantize_unit<F>(w.codes + (j + r) * row_bytes, u, d[r], b[r], w0, w1);
 #pragma GCC unroll 4

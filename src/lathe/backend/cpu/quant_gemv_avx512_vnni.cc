@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 #define LATHE_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
@@ -108,9 +109,10 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
       __m512 dw[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        // The same codes of the next tile's rows, into L1 one tile ahead: 4-8 row streams at once are more
-        // than the hardware prefetcher keeps in flight (gemv_avx512.cc measured the same on bf16).
-        _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + R + r) * row_bytes + b * 64), _MM_HINT_T0);
+        // The same codes kGemvPrefetchTiles tiles on, into L2 (gemm_internal.h): more row streams at once
+        // than the hardware prefetcher keeps in flight.
+        _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes + b * 64),
+                     _MM_HINT_T1);
         block_codes<F>(w.codes + (j + r) * row_bytes, b, n_units, c0[r], c1[r]);
         dw[r] = _mm512_permutexvar_ps(idx, ds[r]);
       }
