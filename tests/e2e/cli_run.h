@@ -140,7 +140,8 @@ inline pid_t find_rank_pid(const std::string& run_dir, int rank, const std::stri
     std::ifstream env(e.path() / "environ"), cmdline(e.path() / "cmdline");
     const std::string envs((std::istreambuf_iterator<char>(env)), {});
     const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
-    if (args.find("run.dir=" + run_dir + '\0') != std::string::npos && args.find('\0' + command + '\0') != std::string::npos &&
+    if (args.find("run.dir=" + run_dir + '\0') != std::string::npos &&
+        args.find('\0' + command + '\0') != std::string::npos &&
         envs.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
       return std::stoi(name);
   }

@@ -267,11 +267,13 @@ TEST(ElasticGrpo, KilledRankResumesOnOneRankInWholeGroups) {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   ::setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-  const std::string dir = testing::scratch_dir("elastic_grpo"), run = dir + "/killed", hosts = dir + "/hosts";
+  // The byte-level ChatML tokenizer written here: a fresh clone has no data/quickstart (the recipe's default).
+  const std::string dir = testing::tokenizer_in(testing::scratch_dir("elastic_grpo")), run = dir + "/killed",
+                    hosts = dir + "/hosts";
   constexpr int kGrpoSteps = 60;
   const auto args = [&](const std::string& run_dir) {
-    return " recipes/grpo/tiny.yaml run.dir=" + run_dir + " run.threads=1 checkpoint.every=10 checkpoint.keep=2" +
-           " schedule.steps=" + std::to_string(kGrpoSteps);
+    return " recipes/grpo/tiny.yaml grpo.tokenizer=" + dir + "/tokenizer run.dir=" + run_dir +
+           " run.threads=1 checkpoint.every=10 checkpoint.keep=2 schedule.steps=" + std::to_string(kGrpoSteps);
   };
   auto [rc, out] = testing::run_lathe_two_ranks("grpo" + args(dir + "/reference"));
   ASSERT_EQ(rc, 0) << out;

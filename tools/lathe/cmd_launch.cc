@@ -2,9 +2,9 @@
 // supervisor over mpirun. It starts the job on as many ranks as the hostfile offers (at most MAX), and when
 // the job fails (a rank killed, a collective timeout naming a stopped rank, an error) relaunches it with
 // --resume on the ranks still available (at least MIN), with the batch split so the optimizer sees the same
-// global batch (train/elastic_batch.h; GRPO's in whole groups per rank). When slots come back (the hostfile is re-read every second) the job is
-// stopped at the end of its step with a checkpoint and relaunched larger. Restarts are logged to
-// <run>/elastic/restarts.jsonl. docs/multi-node.md.
+// global batch (train/elastic_batch.h; GRPO's in whole groups per rank). When slots come back (the hostfile
+// is re-read every second) the job is stopped at the end of its step with a checkpoint and relaunched larger.
+// Restarts are logged to <run>/elastic/restarts.jsonl. docs/multi-node.md.
 #include <unistd.h>
 
 #include <algorithm>
@@ -344,8 +344,9 @@ const CommandSpec& launch_spec() {
           "Runs the training command under mpirun on up to MAX ranks (the hostfile's slots; this machine without\n"
           "one). When a rank dies, or a collective times out (run.collective_timeout) because one stopped, the job\n"
           "is relaunched with --resume on the ranks still available (at least MIN), data.batch_size and\n"
-          "data.grad_accum split so the global batch stays the same (GRPO: in whole groups per rank). When the hostfile offers more slots again the\n"
-          "job stops at the end of its step (with a checkpoint) and grows back. Each restart is logged to\n"
+          "data.grad_accum split so the global batch stays the same (GRPO: in whole groups of\n"
+          "grpo.num_generations per rank). When the hostfile offers more slots again the job stops at the end\n"
+          "of its step (with a checkpoint) and grows back. Each restart is logged to\n"
           "run.dir/elastic/restarts.jsonl. docs/multi-node.md.\n",
       .options = {
           {"--nproc", "MIN:MAX", "ranks: at least MIN, at most MAX (N = N:N)"},

@@ -37,7 +37,9 @@ std::string replace(std::string s, const std::string& key, const std::string& va
   return at == std::string::npos ? s : s.replace(at, key.size(), value);
 }
 
-size_t food_of(int64_t combination) { return static_cast<size_t>(combination / std::ssize(kMeals) % std::ssize(kFoods)); }
+size_t food_of(int64_t combination) {
+  return static_cast<size_t>(combination / std::ssize(kMeals) % std::ssize(kFoods));
+}
 
 Task task(int64_t combination) {
   int64_t c = combination;
@@ -108,8 +110,8 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
       for (size_t k = order.size(); k > 1; --k) std::swap(order[k - 1], order[rng.next_below(k)]);
     }
     const std::vector<int64_t>& pool = unseen[order[slot]];
-    LATHE_CHECK_ARG(!pool.empty(), "--sft-examples ", n.sft, " and --eval-prompts ", n.eval, " leave no combination of ",
-                    kFoods[order[slot]].name, " for the GRPO prompts: use fewer");
+    LATHE_CHECK_ARG(!pool.empty(), "--sft-examples ", n.sft, " and --eval-prompts ", n.eval,
+                    " leave no combination of ", kFoods[order[slot]].name, " for the GRPO prompts: use fewer");
     grpo += prompt_row(task(pool[rng.next_below(pool.size())]));
   }
   const std::filesystem::path d(dir);
@@ -117,7 +119,8 @@ std::string write_food_log_tasks(const std::string& dir, uint64_t seed, const Fo
   write_file_atomic((d / "food_grpo.jsonl").string(), grpo);
   write_file_atomic((d / "food_eval.jsonl").string(), eval);
   return str_cat((d / "food_{sft,grpo,eval}.jsonl").string(), ": ", n.sft, " SFT conversations, ", n.grpo,
-                 " GRPO prompts (an equal share per food, from the ", n_unseen, " combinations neither SFT nor eval has), ", n.eval,
+                 " GRPO prompts (an equal share per food, from the ", n_unseen,
+                 " combinations neither SFT nor eval has), ", n.eval,
                  " held-out prompts (", held_out.size(), " of ", kCombinations, " combinations held out)");
 }
 

@@ -352,7 +352,8 @@ train::ObjectiveResult GrpoObjective::loss(Model& model, const GrpoMicroBatch& b
         {"sampler_is/weight_max", mm->weight_max}, {"sampler_is/weight_min", mm->weight_min},
         {"sampler_is/frac_clipped", mm->frac_clipped}};
     for (const auto& [name, v] : values) {
-      const auto it = std::ranges::find(r.metrics, std::string_view(name), [](const auto& kv) { return std::string_view(kv.first); });
+      const auto it = std::ranges::find(r.metrics, std::string_view(name),
+                                        [](const auto& kv) { return std::string_view(kv.first); });
       LATHE_ASSERT(it != r.metrics.end());
       it->second = v;
     }
@@ -374,7 +375,8 @@ train::ObjectiveMemory GrpoObjective::memory(const Model& model) const {
   if (ref_model_) m.items.push_back({"reference model (f32, frozen)", train::memory_plan_weight_bytes(*ref_model_)});
   // The buffered generation batch: ids, positions, three f32 log-prob arrays per token.
   m.items.push_back({"buffered generation batch", opts_.generation_batch() / world_ * longest * 20});
-  if (const int64_t rollout = source_->memory_bytes(model); rollout > 0) m.items.push_back({"rollout KV pool", rollout});
+  if (const int64_t rollout = source_->memory_bytes(model); rollout > 0)
+    m.items.push_back({"rollout KV pool", rollout});
   return m;
 }
 

@@ -41,7 +41,8 @@ std::vector<float> rollout_logps(const std::vector<Trajectory>& trs) {
   return v;
 }
 
-std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {}, int64_t kv_cache_memory = int64_t{8} << 20) {
+std::unique_ptr<EngineRollout> fixture_rollout(SamplingParams sampling = {},
+                                               int64_t kv_cache_memory = int64_t{8} << 20) {
   const nlohmann::json ref = testing::posttrain_reference().at("grpo");
   // Prompts of 36 tokens: two full KV blocks of 16, which the prefix cache keeps and could serve again.
   const std::vector<int32_t> base = ref.at("prompt").get<std::vector<int32_t>>();

@@ -61,10 +61,9 @@ std::vector<double> EpisodeRollout::take_metrics() {
   const EpisodeStats s = std::exchange(untaken_, {});
   const int64_t prompt_tokens = std::exchange(untaken_prompt_tokens_, 0);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const auto per_episode = [&](int64_t v) { return s.episodes > 0 ? static_cast<double>(v) / static_cast<double>(s.episodes) : nan; };
-  return {per_episode(s.turns), per_episode(s.tool_calls), per_episode(s.observation_tokens),
-          per_episode(s.model_tokens),
-          prompt_tokens > 0 ? static_cast<double>(s.prefix_cache_hit_tokens) / static_cast<double>(prompt_tokens) : nan};
+  const auto ratio = [&](int64_t v, int64_t n) { return n > 0 ? static_cast<double>(v) / static_cast<double>(n) : nan; };
+  return {ratio(s.turns, s.episodes), ratio(s.tool_calls, s.episodes), ratio(s.observation_tokens, s.episodes),
+          ratio(s.model_tokens, s.episodes), ratio(s.prefix_cache_hit_tokens, prompt_tokens)};
 }
 
 int64_t EpisodeRollout::memory_bytes(const Model& policy) const {

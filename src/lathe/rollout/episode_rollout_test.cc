@@ -122,7 +122,9 @@ TEST(EpisodeRollout, TurnsAndObservationsWithTheirLossMaskAndTheTrainersLogProbs
     size_t pos = 0;
     for (int turn = 0; turn < 3; ++turn) {
       turn_prompts += static_cast<int64_t>(t.prompt.size() + pos);
-      if (turn < 2) pos += kTurnTokens + codec.observation(codec.decode(std::span<const int32_t>(t.completion).subspan(pos, kTurnTokens))).size();
+      if (turn == 2) break;
+      const std::span<const int32_t> model = std::span<const int32_t>(t.completion).subspan(pos, kTurnTokens);
+      pos += kTurnTokens + codec.observation(codec.decode(model)).size();
     }
   }
   EXPECT_DOUBLE_EQ(metric("episodes/prefix_cache_hit_frac"),
