@@ -132,6 +132,7 @@ TEST(DistillCli, OnPolicyRecipeSamplesFromTheStudent) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("on-policy: each step samples its completions from the student with probability 0.5"),
             std::string::npos) << out;
+  EXPECT_NE(out.find("  sampling KV pool "), std::string::npos) << out;  // in the memory plan
   const std::vector<double> on = testing::step_metric(dir + "/run", "on_policy");
   const std::vector<double> len = testing::step_metric(dir + "/run", "completion_length");
   const std::vector<double> secs = testing::step_metric(dir + "/run", "sample_seconds");

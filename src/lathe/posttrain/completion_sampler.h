@@ -26,6 +26,12 @@ class CompletionSampler {
   // max_new_tokens. Autograd plays no part.
   virtual std::vector<std::vector<int32_t>> sample(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                                    const CompletionSampling& s) = 0;
+  // Bytes one sample() call of `prompts` prompts of up to `longest_prompt` tokens allocates beyond the model
+  // (the memory plan): an engine's KV pool.
+  virtual int64_t memory_bytes(const Model& /*model*/, int64_t /*prompts*/, int64_t /*longest_prompt*/,
+                               int64_t /*max_new_tokens*/) const {
+    return 0;
+  }
 };
 
 }  // namespace lathe::posttrain

@@ -118,18 +118,22 @@ void DistillObjective::start(const train::ObjectiveStart& s) {
                   " this objective was built without one");
   // The longest prompt plus max_new_tokens must fit both models' positions (the teacher scores every sample).
   const int64_t per_rank = opts_.sft.batch_size / world_;
-  int64_t longest_prompt = 0, longest_row = 0;
+  int64_t longest_prompt = 0, longest_row = 0, most_prompts = 0;
   for (const SftRow& r : data_.train_rows()) {
     SftBatch one;
     one.append(r);
     int64_t row = 0;
-    for (const std::vector<int32_t>& p : example_prompts(one)) {
+    const std::vector<std::vector<int32_t>> prompts = example_prompts(one);
+    for (const std::vector<int32_t>& p : prompts) {
       longest_prompt = std::max<int64_t>(longest_prompt, static_cast<int64_t>(p.size()));
       row += static_cast<int64_t>(p.size()) + opts_.max_new_tokens;
     }
     longest_row = std::max(longest_row, row);
+    most_prompts = std::max(most_prompts, static_cast<int64_t>(prompts.size()));
   }
   onpolicy_tokens_ = per_rank * longest_row;
+  sampled_prompts_ = per_rank * most_prompts;
+  longest_prompt_ = longest_prompt;
   for (const Model* m : {static_cast<const Model*>(&s.model), static_cast<const Model*>(teacher_.get())})
     LATHE_CHECK_ARG(longest_prompt + opts_.max_new_tokens <= m->config().max_positions, "distill.max_new_tokens ",
                     opts_.max_new_tokens, ": the longest prompt (", longest_prompt, " tokens) and its sample exceed",
@@ -243,6 +247,14 @@ train::ObjectiveMemory DistillObjective::memory(const Model& model) const {
   }
   // The teacher as loaded: 16-bit matrices stay 16-bit.
   m.items.push_back({"teacher weights", train::memory_plan_weight_bytes(*teacher_)});
+  // A sampled micro-batch's KV pool, of the model that samples it (allocated for the call, before the forward).
+  if (sampled_prompts_ > 0) {
+    int64_t pool = 0;
+    if (opts_.lmbda > 0) pool = sampler_->memory_bytes(model, sampled_prompts_, longest_prompt_, opts_.max_new_tokens);
+    if (opts_.seq_kd)
+      pool = std::max(pool, sampler_->memory_bytes(*teacher_, sampled_prompts_, longest_prompt_, opts_.max_new_tokens));
+    if (pool > 0) m.items.push_back({"sampling KV pool", pool});
+  }
   // Its hidden states [N, C_teacher] (kept for the head) and, during its no-grad forward, about one layer's
   // tensors at a time.
   const train::MemoryPlanActivations t = train::memory_plan_activations(*teacher_, N, {});

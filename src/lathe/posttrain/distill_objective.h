@@ -98,6 +98,8 @@ class DistillObjective final : public train::Objective {
   int64_t micro_ = 0;                      // micro-batch of the current step
   std::vector<DistillBatch> sampled_;      // [grad_accum] the current sampled step's micro-batches; empty: none
   int64_t onpolicy_tokens_ = 0;            // the most tokens a sampled micro-batch can hold (memory plan)
+  int64_t sampled_prompts_ = 0;            // ... its most prompts, and the longest of them (0: no sampling)
+  int64_t longest_prompt_ = 0;
 };
 
 }  // namespace lathe::posttrain

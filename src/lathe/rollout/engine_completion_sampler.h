@@ -15,6 +15,8 @@ class EngineCompletionSampler final : public posttrain::CompletionSampler {
  public:
   std::vector<std::vector<int32_t>> sample(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                            const posttrain::CompletionSampling& s) override;
+  int64_t memory_bytes(const Model& model, int64_t prompts, int64_t longest_prompt,
+                       int64_t max_new_tokens) const override;
 };
 
 // `lathe distill`: posttrain::DistillTrainer with its sampled steps on the serving engine.
