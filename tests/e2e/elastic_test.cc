@@ -115,11 +115,25 @@ class Elastic : public ::testing::Test {
 };
 std::string* Elastic::dir_ = nullptr;
 
-// Every step once, in order, 1..kSteps.
-void expect_every_step_once(const std::string& run) {
-  std::vector<int64_t> want(kSteps);
-  for (int i = 0; i < kSteps; ++i) want[i] = i + 1;
+// Every step once, in order, 1..steps.
+void expect_every_step_once(const std::string& run, int steps = kSteps) {
+  std::vector<int64_t> want(steps);
+  for (int i = 0; i < steps; ++i) want[i] = i + 1;
   EXPECT_EQ(metric_steps(run), want);
+}
+
+// How far two runs' tensors of one name drifted apart: the largest element difference, and the largest
+// magnitude of a (the scale it is judged against).
+struct Drift {
+  float diff = 0, scale = 0;
+};
+Drift drift(const Tensor& a, const Tensor& b) {
+  Drift d;
+  for (int64_t k = 0; k < a.numel(); ++k) {
+    d.scale = std::max(d.scale, std::abs(a.data<float>()[k]));
+    d.diff = std::max(d.diff, std::abs(a.data<float>()[k] - b.data<float>()[k]));
+  }
+  return d;
 }
 
 TEST_F(Elastic, KilledRankShrinksToOneThenGrowsBackAndMatchesTheUninterruptedRun) {
@@ -203,13 +217,9 @@ TEST_F(Elastic, KilledRankShrinksToOneThenGrowsBackAndMatchesTheUninterruptedRun
   for (const auto& e : a.entries()) {
     const Tensor ta = a.tensor(e.name), tb = b.tensor(e.name);
     ASSERT_EQ(ta.numel(), tb.numel()) << e.name;
-    float scale = 0, diff = 0;
-    for (int64_t k = 0; k < ta.numel(); ++k) {
-      scale = std::max(scale, std::abs(ta.data<float>()[k]));
-      diff = std::max(diff, std::abs(ta.data<float>()[k] - tb.data<float>()[k]));
-    }
-    EXPECT_LE(diff, 5e-4f * scale) << e.name;
-    worst_weight = std::max(worst_weight, diff / scale);
+    const Drift d = drift(ta, tb);
+    EXPECT_LE(d.diff, 5e-4f * d.scale) << e.name;
+    worst_weight = std::max(worst_weight, d.diff / d.scale);
   }
   std::printf("vs the uninterrupted run: losses within %.2g relative, weights within %.2g of each tensor's scale\n",
               worst_loss, worst_weight);
@@ -299,9 +309,7 @@ TEST(ElasticGrpo, KilledRankResumesOnOneRankInWholeGroups) {
   const int64_t resumed = r[0]["resumed_step"].get<int64_t>();
   EXPECT_GE(resumed, 10);
   EXPECT_LT(resumed, kGrpoSteps) << "the job finished before the kill";
-  std::vector<int64_t> every(kGrpoSteps);
-  for (int i = 0; i < kGrpoSteps; ++i) every[i] = i + 1;
-  EXPECT_EQ(metric_steps(run), every);
+  expect_every_step_once(run, kGrpoSteps);
   EXPECT_EQ(testing::step_metric(run, "rewards/mean"), testing::step_metric(dir + "/reference", "rewards/mean"));
   // The adapters, element by element against each tensor's largest value (as the pre-training test above).
   const auto a = SafetensorsFile::open(dir + "/reference/adapter/adapter_model.safetensors");
@@ -310,12 +318,8 @@ TEST(ElasticGrpo, KilledRankResumesOnOneRankInWholeGroups) {
   for (const auto& e : a.entries()) {
     const Tensor ta = a.tensor(e.name).to(DType::kF32), tb = b.tensor(e.name).to(DType::kF32);
     ASSERT_EQ(ta.numel(), tb.numel()) << e.name;
-    float scale = 0, diff = 0;
-    for (int64_t k = 0; k < ta.numel(); ++k) {
-      scale = std::max(scale, std::abs(ta.data<float>()[k]));
-      diff = std::max(diff, std::abs(ta.data<float>()[k] - tb.data<float>()[k]));
-    }
-    EXPECT_LE(diff, 5e-4f * scale) << e.name;
+    const Drift d = drift(ta, tb);
+    EXPECT_LE(d.diff, 5e-4f * d.scale) << e.name;
   }
 }
 

@@ -112,6 +112,13 @@ testing::Grads lora_grads(LoraAdapters& lora) {
   return g;
 }
 
+// π_old of a micro-batch from an explicit no-grad forward of the model's weights as they are.
+std::vector<float> explicit_logps(const Model& m, const GrpoMicroBatch& b) {
+  NoGradGuard ng;
+  return m.token_logprobs(b.batch.forward_batch(), Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets))
+      .logprobs.to_vector();
+}
+
 // Tolerances as grpo_loss_test (the same forwards).
 TEST(GrpoObjective, MatchesTheFixtureWithTheSamplersLogProbsAsPiOld) {
   const json ref = testing::posttrain_reference().at("grpo");
@@ -164,13 +171,7 @@ TEST(GrpoObjective, OnPolicySkipsThePiOldForwardAndBetaZeroTheReference) {
   const testing::Grads on_policy = lora_grads(*run.policy.lora);
 
   GrpoMicroBatch explicit_old = b;
-  {
-    NoGradGuard ng;
-    explicit_old.old_logps = run.policy.model
-                                 ->token_logprobs(b.batch.forward_batch(),
-                                                  Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets))
-                                 .logprobs.to_vector();
-  }
+  explicit_old.old_logps = explicit_logps(*run.policy.model, b);
   backward(run.objective->loss(*run.policy.model, explicit_old).loss);
   EXPECT_LE(testing::grad_rel_diff(on_policy, lora_grads(*run.policy.lora)), 1e-6);
   double norm = 0;
@@ -254,13 +255,7 @@ TEST(GrpoObjective, MismatchCorrectionWeightsAndDiagnostics) {
   // What it must equal: π_old from an explicit no-grad forward of the same weights, weights and diagnostics
   // from it.
   GrpoMicroBatch explicit_old = b;
-  {
-    NoGradGuard ng;
-    explicit_old.old_logps = run.policy.model
-                                 ->token_logprobs(b.batch.forward_batch(),
-                                                  Tensor::from_data_i32({b.batch.n_tokens()}, b.batch.targets))
-                                 .logprobs.to_vector();
-  }
+  explicit_old.old_logps = explicit_logps(*run.policy.model, b);
   const GrpoMismatch want = grpo_mismatch(explicit_old.old_logps, rollout, b.mask, b.batch.offsets, o.mismatch);
   explicit_old.is_weights = want.weights;
   explicit_old.deferred_rollout_logps.clear();

@@ -221,12 +221,7 @@ std::vector<posttrain::Trajectory> EpisodeRollout::generate(const Model& policy,
     }
   }
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  untaken_.episodes += stats_.episodes;
-  untaken_.turns += stats_.turns;
-  untaken_.tool_calls += stats_.tool_calls;
-  untaken_.observation_tokens += stats_.observation_tokens;
-  untaken_.model_tokens += stats_.model_tokens;
-  untaken_.prefix_cache_hit_tokens += stats_.prefix_cache_hit_tokens;
+  untaken_.add_counts(stats_);
   return trs;
 }
 

@@ -43,6 +43,11 @@ struct EpisodeStats {
   int64_t episodes = 0, turns = 0, tool_calls = 0, observation_tokens = 0, model_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;  // prompt tokens of the turns' requests the prefix cache served
   double seconds = 0;                   // wall time of generate()
+  void add_counts(const EpisodeStats& o) {  // every count of o (not its seconds)
+    episodes += o.episodes, turns += o.turns, tool_calls += o.tool_calls;
+    observation_tokens += o.observation_tokens, model_tokens += o.model_tokens;
+    prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
+  }
 };
 
 class EpisodeRollout final : public posttrain::RolloutSource {
