@@ -12,20 +12,21 @@ namespace lathe::cli {
 const CommandSpec& quantize_spec() {
   static const CommandSpec spec{
       .name = "quantize",
-      .usage = "IN_DIR OUT_DIR --format int8|int4|int4-g32|int4-g64|int4-g128|nf4 [options]",
-      .brief = "write a model folder with its Linear weights quantised (int8 or int4 groups)",
+      .usage = "IN_DIR OUT_DIR --format int8|int4|int4-g32|int4-g64|int4-g128|int6|nf4 [options]",
+      .brief = "write a model folder with its Linear weights quantised (int8, int6 or int4 groups)",
       .summary =
           "Writes OUT_DIR (new or empty) as a Hugging Face folder: IN_DIR's tensors with every plain Linear\n"
           "weight stored quantised along its input dimension (int8: Q8_0-style, scale per 32; int4:\n"
           "Q4_0-style symmetric, scale per 32; int4-gN: asymmetric, scale and minimum per N = 32, 64 or\n"
-          "128; nf4: bitsandbytes' NF4 layout, block 64, double-quantised), the rest as stored, and config.json\n"
-          "with a quantization_config. The LM head (a tied one too, written as a quantised lm_head beside\n"
-          "the float embedding table) takes --head-format: int8 under a 4-bit format by default; nf4 keeps\n"
+          "128; int6: as int4 at 6 bits, scale per 32; nf4: bitsandbytes' NF4 layout, block 64,\n"
+          "double-quantised), the rest as stored, and config.json with a quantization_config. The LM head (a\n"
+          "tied one too, written as a quantised lm_head beside the float embedding table) takes --head-format:\n"
+          "int6 under a 4-bit format by default (llama.cpp's Q4_0 files keep a 6-bit head too); nf4 keeps\n"
           "it as stored, as bitsandbytes folders do. Embeddings, norms, MoE experts and GPT-2's transposed\n"
           "Conv1D weights stay as they are. Layout: docs/quantization.md.\n",
-      .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64, int4-g128 or nf4 (bitsandbytes layout) (required)"},
+      .options = {{"--format", "F", "int8, int4, int4-g32, int4-g64, int4-g128, int6 or nf4 (bitsandbytes layout) (required)"},
                   {"--head-format", "F",
-                   "the LM head's format (default: int8 for the 4-bit formats, else --format); --skip lm_head "
+                   "the LM head's format (default: int6 for the 4-bit formats, else --format); --skip lm_head "
                    "keeps it unquantised"},
                   {"--skip", "A,B",
                    "modules to keep unquantised: a path or its last parts (lm_head, down_proj, ...); repeatable", true},

@@ -31,7 +31,7 @@ nlohmann::json lathe_quantization_config(const QuantSpec& spec, const std::vecto
   return {{"quant_method", "lathe"},
           {"format", quant_spec_name(spec)},
           {"group_size", spec.group},
-          {"bits", spec.format == QuantFormat::kInt8 ? 8 : 4},
+          {"bits", spec.format == QuantFormat::kInt8 ? 8 : spec.format == QuantFormat::kInt6 ? 6 : 4},
           {"symmetric", spec.format != QuantFormat::kInt4Asym},
           {"modules_not_converted", kept}};
 }
@@ -61,7 +61,10 @@ bool quant_module_matches(const std::string& module, const std::string& pattern)
 
 QuantSpec head_quant_spec(const QuantizeOptions& opts) {
   if (opts.head) return *opts.head;
-  return opts.spec.format == QuantFormat::kInt8 ? opts.spec : QuantSpec{QuantFormat::kInt8, 32};
+  // The 4-bit formats keep the head, the matrix most sensitive to rounding, at 6 bits (llama.cpp's Q6_K head
+  // under Q4_0 spends the same bits); int8 and int6 keep their own format.
+  const QuantFormat f = opts.spec.format;
+  return f == QuantFormat::kInt8 || f == QuantFormat::kInt6 ? opts.spec : QuantSpec{QuantFormat::kInt6, 32};
 }
 
 QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& opts) {

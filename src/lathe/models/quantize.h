@@ -17,7 +17,7 @@ struct QuantizeOptions {
   // ("lm_head", "down_proj", "mlp.down_proj").
   std::vector<std::string> skip;
   // The LM head's format (a tied head too: it is written as a quantised lm_head beside the float embedding
-  // table, which the token lookup keeps reading). Default: int8 under a 4-bit format, as llama.cpp keeps
+  // table, which the token lookup keeps reading). Default: int6 under a 4-bit format, as llama.cpp keeps
   // its output matrix at 6 bits under Q4_0 (the head is the matrix most sensitive to rounding), else spec.
   std::optional<QuantSpec> head;
 };

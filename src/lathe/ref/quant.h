@@ -29,22 +29,30 @@
 
 namespace lathe::ref {
 
-// The integer code of input p of a packed row (int8: signed; int4: 0..15).
-inline int quant_code(QuantFormat f, const uint8_t* codes, int64_t p) {
+// The integer code of input p of a packed row of k inputs (int8: signed; int4: 0..15; int6: 0..63).
+inline int quant_code(QuantFormat f, const uint8_t* codes, int64_t k, int64_t p) {
   if (f == QuantFormat::kInt8) return static_cast<int8_t>(codes[p]);
   const int64_t j = p % kQuantUnit;
   const uint8_t byte = codes[p / kQuantUnit * (kQuantUnit / 2) + j % (kQuantUnit / 2)];
-  return j < kQuantUnit / 2 ? byte & 15 : byte >> 4;
+  const int nibble = j < kQuantUnit / 2 ? byte & 15 : byte >> 4;
+  if (f != QuantFormat::kInt6) return nibble;
+  const uint8_t high = codes[int6_high_plane(k) + p / kQuantUnit * 8 + j % 8];
+  return nibble | ((high >> (2 * (j / 8))) & 3) << 4;
 }
 
-inline void set_quant_code(QuantFormat f, uint8_t* codes, int64_t p, int q) {
+inline void set_quant_code(QuantFormat f, uint8_t* codes, int64_t k, int64_t p, int q) {
   if (f == QuantFormat::kInt8) {
     codes[p] = static_cast<uint8_t>(static_cast<int8_t>(q));
     return;
   }
   const int64_t j = p % kQuantUnit;
   uint8_t& byte = codes[p / kQuantUnit * (kQuantUnit / 2) + j % (kQuantUnit / 2)];
-  byte = j < kQuantUnit / 2 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
+  const int low = q & 15;
+  byte = j < kQuantUnit / 2 ? static_cast<uint8_t>((byte & 0xf0) | low) : static_cast<uint8_t>((byte & 0x0f) | (low << 4));
+  if (f != QuantFormat::kInt6) return;
+  uint8_t& high = codes[int6_high_plane(k) + p / kQuantUnit * 8 + j % 8];
+  const int shift = 2 * static_cast<int>(j / 8);
+  high = static_cast<uint8_t>((high & ~(3 << shift)) | ((q >> 4) & 3) << shift);
 }
 
 // Quantises x [k] (k a multiple of s.group) into codes [quant_row_bytes], scales [k / group] and, for
@@ -62,19 +70,22 @@ LATHE_QUANT_NO_FMA inline void quantize_row(const QuantSpec& s, const float* x, 
       const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
       scales[b] = f32_to_f16(d);
       for (int64_t j = 0; j < g; ++j)
-        set_quant_code(s.format, codes, b * g + j, static_cast<int>(std::round(xb[j] * id)));
-    } else if (s.format ==
-               QuantFormat::kInt4) {  // d = (signed value of largest |x|) / -8, q = x/d + 8 rounded up at .5
+        set_quant_code(s.format, codes, k, b * g + j, static_cast<int>(std::round(xb[j] * id)));
+    } else if (s.format == QuantFormat::kInt4 || s.format == QuantFormat::kInt6) {
+      // d = (signed value of largest |x|) / -h, q = x/d + h rounded up at .5, h = 8 (int4) or 32 (int6)
+      const float h = s.format == QuantFormat::kInt4 ? 8.f : 32.f;
+      const int qmax = s.format == QuantFormat::kInt4 ? 15 : 63;
       float amax = 0.f, vmax = 0.f;
       for (int64_t j = 0; j < g; ++j)
         if (std::fabs(xb[j]) > amax) {
           amax = std::fabs(xb[j]);
           vmax = xb[j];
         }
-      const float d = vmax / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+      const float d = vmax / -h, id = d != 0.f ? 1.f / d : 0.f;
       scales[b] = f32_to_f16(d);
       for (int64_t j = 0; j < g; ++j)
-        set_quant_code(s.format, codes, b * g + j, std::min(15, static_cast<int>(std::floor(xb[j] * id + 8.5f))));
+        set_quant_code(s.format, codes, k, b * g + j,
+                       std::min(qmax, static_cast<int>(std::floor(xb[j] * id + (h + 0.5f)))));
     } else {  // d = (max - min) / 15, m = min, q = (x - m) / d rounded up at .5
       float lo = xb[0], hi = xb[0];
       for (int64_t j = 1; j < g; ++j) {
@@ -85,21 +96,25 @@ LATHE_QUANT_NO_FMA inline void quantize_row(const QuantSpec& s, const float* x, 
       scales[b] = f32_to_f16(d);
       mins[b] = f32_to_f16(lo);
       for (int64_t j = 0; j < g; ++j)
-        set_quant_code(s.format, codes, b * g + j,
+        set_quant_code(s.format, codes, k, b * g + j,
                        std::min(15, static_cast<int>(std::floor((xb[j] - lo) * id + 0.5f))));
     }
   }
 }
 
-// Input p's weight: int8 d·q, int4 d·(q - 8), int4-asym d·q + m (f32, as every kernel computes it).
-inline float dequantize_at(const QuantSpec& s, const uint8_t* codes, const f16* scales, const f16* mins, int64_t p) {
-  const int q = quant_code(s.format, codes, p);
+// Input p of a row of k: int8 d·q, int4 d·(q - 8), int6 d·(q - 32), int4-asym d·q + m (f32, as every kernel
+// computes it).
+inline float dequantize_at(const QuantSpec& s, const uint8_t* codes, const f16* scales, const f16* mins, int64_t k,
+                           int64_t p) {
+  const int q = quant_code(s.format, codes, k, p);
   const float d = f16_to_f32(scales[p / s.group]);
   switch (s.format) {
     case QuantFormat::kInt8:
       return d * static_cast<float>(q);
     case QuantFormat::kInt4:
       return d * static_cast<float>(q - 8);
+    case QuantFormat::kInt6:
+      return d * static_cast<float>(q - 32);
     default:
       return d * static_cast<float>(q) + f16_to_f32(mins[p / s.group]);
   }
@@ -107,7 +122,7 @@ inline float dequantize_at(const QuantSpec& s, const uint8_t* codes, const f16* 
 
 inline void dequantize_row(const QuantSpec& s, const uint8_t* codes, const f16* scales, const f16* mins, int64_t k,
                            float* out) {
-  for (int64_t p = 0; p < k; ++p) out[p] = dequantize_at(s, codes, scales, mins, p);
+  for (int64_t p = 0; p < k; ++p) out[p] = dequantize_at(s, codes, scales, mins, k, p);
 }
 
 // y[i, j] = Σ_p x[i, p] · deq(W)[j, p] (+ y[i, j] when accumulate), summed in double: the specification
@@ -123,7 +138,7 @@ inline void quant_matmul(const QuantSpec& s, int64_t m, int64_t n, int64_t k, co
     const f16* mn = mins ? mins + j * groups : nullptr;
     for (int64_t i = 0; i < m; ++i) {
       double acc = accumulate ? y[i * ldy + j] : 0.0;
-      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(x[i * ldx + p]) * dequantize_at(s, c, sc, mn, p);
+      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(x[i * ldx + p]) * dequantize_at(s, c, sc, mn, k, p);
       y[i * ldy + j] = static_cast<float>(acc);
     }
   }
@@ -154,7 +169,7 @@ inline void quant_matmul_q8_activations(const QuantSpec& s, int64_t m, int64_t n
     for (int64_t j = 0; j < n; ++j) {
       double acc = accumulate ? y[i * ldy + j] : 0.0;
       for (int64_t p = 0; p < k; ++p)
-        acc += dequantize_at(s, codes + j * row_bytes, scales + j * groups, mins ? mins + j * groups : nullptr, p) *
+        acc += dequantize_at(s, codes + j * row_bytes, scales + j * groups, mins ? mins + j * groups : nullptr, k, p) *
                static_cast<double>(dx[p / kQuantUnit]) * xq[p];
       y[i * ldy + j] = static_cast<float>(acc);
     }

@@ -11,9 +11,10 @@ QuantSpec parse_quant_spec(std::string_view name) {
   if (name == "int4-g32") return {QuantFormat::kInt4Asym, 32};
   if (name == "int4-g64") return {QuantFormat::kInt4Asym, 64};
   if (name == "int4-g128") return {QuantFormat::kInt4Asym, 128};
+  if (name == "int6") return {QuantFormat::kInt6, 32};
   if (name == "nf4") return {QuantFormat::kNf4, 64};
   throw InvalidArgument(str_cat("unknown quantisation format '", name,
-                                "' (expected int8, int4, int4-g32, int4-g64, int4-g128 or nf4)"));
+                                "' (expected int8, int4, int4-g32, int4-g64, int4-g128, int6 or nf4)"));
 }
 
 std::string quant_spec_name(const QuantSpec& s) {
@@ -24,6 +25,8 @@ std::string quant_spec_name(const QuantSpec& s) {
       return "int4";
     case QuantFormat::kInt4Asym:
       return "int4-g" + std::to_string(s.group);
+    case QuantFormat::kInt6:
+      return "int6";
     case QuantFormat::kNf4:
       return s.group == 64 ? "nf4" : "nf4-b" + std::to_string(s.group);
     case QuantFormat::kCount:

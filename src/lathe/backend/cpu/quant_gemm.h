@@ -81,7 +81,7 @@ bool quant_cpu_has_vnni();
 // y (=|+=) x · deq(W)ᵀ through int8 activations, m <= kQuantGemvMaxM; only where quant_cpu_has_vnni().
 void quant_gemm_vnni(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                      bool accumulate, const ThreadPool& pool);
-// The prefill GEMM through int8 activations (quant_gemm_avx512_vnni.cc): any m, formats int8 / int4 /
+// The prefill GEMM through int8 activations (quant_gemm_avx512_vnni.cc): any m, formats int8 / int4 / int6 /
 // int4-asym; each worker repacks 32 W rows at a time into vpdpbusd's operand order. Only where
 // quant_cpu_has_vnni(). Rounds x as quant_gemm_vnni does (ref::quant_matmul_q8_activations is its definition).
 void quant_gemm_vnni_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,

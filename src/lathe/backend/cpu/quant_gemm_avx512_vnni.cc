@@ -4,9 +4,10 @@
 // order and runs every row of x against it while it sits in L2.
 //  - Panel layout, per unit u of 32 inputs: 8 steps of 4 inputs, each [32 columns][4 codes] (128 bytes, two
 //    zmm: one 4-input dot per int32 lane), then the 32 columns' scales dw (f32), then, for int4-asym, their
-//    minimums. Codes are unsigned as vpdpbusd takes them: int8 q + 128 (xor 0x80), int4 its nibble 0..15.
+//    minimums. Codes are unsigned as vpdpbusd takes them: int8 q + 128 (xor 0x80), int4 its nibble 0..15,
+//    int6 its nibble with the high bits of its plane at bits 4-5 (0..63).
 //  - x rides in the signed operand: 4 codes broadcast to the 16 lanes. Σ c·xq exceeds Σ q'·xq (q' the
-//    signed code) by off·Σxq (off 128 for int8, 8 for int4), so each unit's int32 sums start at −off·Σxq;
+//    signed code) by off·Σxq (off 128 for int8, 8 for int4, 32 for int6), so each unit's int32 sums start at −off·Σxq;
 //    int4-asym instead adds m·Σxq in f32 after scaling.
 //  - Per unit and row: y += dx_u · dw ⊙ sums (one convert, one multiply, one FMA per 16 lanes); 24 vpdpbusd
 //    per 4 rows of x x 32 columns x 32 inputs against 8 + 16 other vector ops.
@@ -102,6 +103,26 @@ LATHE_AVX512_VNNI void pack_panel(const QuantMatrix& w, int64_t j0, uint8_t* pan
         _mm512_storeu_si512(out + (s + 4) * kStepBytes, _mm512_and_si512(_mm512_srli_epi16(g0, 4), low));
         _mm512_storeu_si512(out + (s + 4) * kStepBytes + 64, _mm512_and_si512(_mm512_srli_epi16(g1, 4), low));
       }
+      if constexpr (F == QuantFormat::kInt6) {
+        // Steps s and s + 4 (inputs 4s.. and 16 + 4s..) take bit pairs s/2 and 2 + s/2 of the unit's high
+        // bytes 4(s%2) .. 4(s%2) + 3 (tensor/quant_weight.h), lifted to bits 4-5 and ORed into the nibbles.
+        const uint8_t* high = codes + int6_high_plane(w.k) + u * 8;
+        const __m512i pair = _mm512_set1_epi8(0x30);
+        for (int s = 0; s < 4; ++s) {
+          const __m512i h[2] = {_mm512_i32gather_epi32(base0, high + 4 * (s % 2), 1),
+                                _mm512_i32gather_epi32(base1, high + 4 * (s % 2), 1)};
+          for (int half = 0; half < 2; ++half) {
+            const int lo_shift = 4 - 2 * (s / 2);  // pair s/2 (0 or 1) up to bits 4-5
+            const int hi_shift = 2 * (s / 2);      // pair 2 + s/2: down by 0 or 2
+            uint8_t* lo = out + s * kStepBytes + 64 * half;
+            uint8_t* hi = out + (s + 4) * kStepBytes + 64 * half;
+            const __m512i up = _mm512_and_si512(_mm512_sll_epi16(h[half], _mm_cvtsi32_si128(lo_shift)), pair);
+            const __m512i down = _mm512_and_si512(_mm512_srl_epi16(h[half], _mm_cvtsi32_si128(hi_shift)), pair);
+            _mm512_storeu_si512(lo, _mm512_or_si512(_mm512_loadu_si512(lo), up));
+            _mm512_storeu_si512(hi, _mm512_or_si512(_mm512_loadu_si512(hi), down));
+          }
+        }
+      }
     }
     const int64_t g = u * kQuantUnit / w.spec.group;
     float* dw = reinterpret_cast<float*>(out + kCodeBytes);
@@ -191,7 +212,7 @@ void gemm_format(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, f
   PrefillActivations a{reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + xq_bytes),
                        reinterpret_cast<int32_t*>(base + xq_bytes + side)};
   uint8_t* panels = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base + xq_bytes + 2 * side) + 63) & ~uintptr_t{63});
-  const int off = F == QuantFormat::kInt8 ? 128 : F == QuantFormat::kInt4 ? 8 : 0;
+  const int off = F == QuantFormat::kInt8 ? 128 : F == QuantFormat::kInt4 ? 8 : F == QuantFormat::kInt6 ? 32 : 0;
   constexpr int64_t kRowsPerTask = 16;
   pool.parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t t, int) {
     quantize_rows(t * kRowsPerTask, std::min(m, (t + 1) * kRowsPerTask), x, ldx, w.k, off, a);
@@ -213,6 +234,7 @@ void quant_gemm_vnni_prefill(int64_t m, const float* x, int64_t ldx, const Quant
     case QuantFormat::kInt8: return gemm_format<QuantFormat::kInt8>(m, x, ldx, w, y, ldy, accumulate, pool);
     case QuantFormat::kInt4: return gemm_format<QuantFormat::kInt4>(m, x, ldx, w, y, ldy, accumulate, pool);
     case QuantFormat::kInt4Asym: return gemm_format<QuantFormat::kInt4Asym>(m, x, ldx, w, y, ldy, accumulate, pool);
+    case QuantFormat::kInt6: return gemm_format<QuantFormat::kInt6>(m, x, ldx, w, y, ldy, accumulate, pool);
     default: LATHE_ASSERT(false, "quant_gemm_vnni_prefill: format ", quant_spec_name(w.spec));
   }
 }

@@ -20,7 +20,8 @@ const QuantSpec kSpecs[] = {{QuantFormat::kInt8, 32},
                             {QuantFormat::kInt4, 32},
                             {QuantFormat::kInt4Asym, 32},
                             {QuantFormat::kInt4Asym, 64},
-                            {QuantFormat::kInt4Asym, 128}};
+                            {QuantFormat::kInt4Asym, 128},
+                            {QuantFormat::kInt6, 32}};
 
 // A W [n, k] quantised by the reference, with its storage.
 struct Packed {
@@ -61,8 +62,8 @@ std::vector<float> random_x(int64_t m, int64_t k, std::mt19937& rng) {
 }
 
 // Every weight's error against the value it was made from, bounded by the format's rounding: half a
-// step (a whole step where int4's clamp at 15 cuts the top half-step), plus the f16 rounding of the scale
-// (relative 2^-11, times a code of up to 127 or 15) and of the minimum.
+// step (a whole step where int4's clamp at 15, int6's at 63, cuts the top half-step), plus the f16 rounding
+// of the scale (relative 2^-11, times a code of up to 127, 63 or 15) and of the minimum.
 TEST(QuantRef, DequantisedWeightsWithinTheFormatsError) {
   std::mt19937 rng(7);
   for (const QuantSpec& s : kSpecs) {
@@ -72,10 +73,11 @@ TEST(QuantRef, DequantisedWeightsWithinTheFormatsError) {
     for (int64_t j = 0; j < p.n; ++j)
       for (int64_t c = 0; c < p.k; ++c) {
         const float d = std::fabs(f16_to_f32(p.scales[j * groups + c / s.group]));
-        const float got = ref::dequantize_at(s, v.codes + j * rb, v.scales + j * groups, p.mins.data() + j * groups, c);
+        const float got = ref::dequantize_at(s, v.codes + j * rb, v.scales + j * groups, p.mins.data() + j * groups, p.k, c);
         const float x = p.w[j * p.k + c];
-        const float steps = s.format == QuantFormat::kInt4 ? 1.f : 0.5f;
-        const float qmax = s.format == QuantFormat::kInt8 ? 127.f : 15.f;
+        const bool symmetric_offset = s.format == QuantFormat::kInt4 || s.format == QuantFormat::kInt6;
+        const float steps = symmetric_offset ? 1.f : 0.5f;
+        const float qmax = s.format == QuantFormat::kInt8 ? 127.f : s.format == QuantFormat::kInt6 ? 63.f : 15.f;
         const float m =
             s.format == QuantFormat::kInt4Asym ? std::fabs(f16_to_f32(p.mins[j * groups + c / s.group])) : 0.f;
         const float tol = steps * d * (1.f + 1e-3f) + std::ldexp(qmax * d + m, -11) + 1e-7f;
@@ -85,7 +87,8 @@ TEST(QuantRef, DequantisedWeightsWithinTheFormatsError) {
 }
 
 // The codes follow their definition: int8 within [-127, 127] and the group's largest |x| at ±127; int4's
-// largest |x| at code 0 (d = that value / -8); int4-asym's minimum at code 0 and maximum at 15.
+// (and int6's) largest |x| at code 0 (d = that value / -8, / -32); int4-asym's minimum at code 0 and maximum
+// at 15.
 TEST(QuantRef, ExtremesTakeTheEndCodes) {
   std::mt19937 rng(11);
   for (const QuantSpec& s : kSpecs) {
@@ -102,12 +105,12 @@ TEST(QuantRef, ExtremesTakeTheEndCodes) {
         }
         const uint8_t* row = p.codes.data() + j * rb;
         if (s.format == QuantFormat::kInt8) {
-          EXPECT_EQ(std::abs(ref::quant_code(s.format, row, arg_abs)), 127);
-        } else if (s.format == QuantFormat::kInt4) {
-          EXPECT_EQ(ref::quant_code(s.format, row, arg_abs), 0);
+          EXPECT_EQ(std::abs(ref::quant_code(s.format, row, p.k, arg_abs)), 127);
+        } else if (s.format == QuantFormat::kInt4 || s.format == QuantFormat::kInt6) {
+          EXPECT_EQ(ref::quant_code(s.format, row, p.k, arg_abs), 0);
         } else {
-          EXPECT_EQ(ref::quant_code(s.format, row, arg_min), 0);
-          EXPECT_EQ(ref::quant_code(s.format, row, arg_max), 15);
+          EXPECT_EQ(ref::quant_code(s.format, row, p.k, arg_min), 0);
+          EXPECT_EQ(ref::quant_code(s.format, row, p.k, arg_max), 15);
         }
       }
   }
@@ -117,11 +120,31 @@ TEST(QuantRef, ExtremesTakeTheEndCodes) {
 TEST(QuantRef, Int4NibbleOrder) {
   const auto code = [](int64_t p) { return static_cast<int>((p + p / 16) % 16); };  // distinct per half-unit
   std::vector<uint8_t> codes(32, 0);
-  for (int64_t p = 0; p < 64; ++p) ref::set_quant_code(QuantFormat::kInt4, codes.data(), p, code(p));
-  for (int64_t p = 0; p < 64; ++p) EXPECT_EQ(ref::quant_code(QuantFormat::kInt4, codes.data(), p), code(p));
+  for (int64_t p = 0; p < 64; ++p) ref::set_quant_code(QuantFormat::kInt4, codes.data(), 64, p, code(p));
+  for (int64_t p = 0; p < 64; ++p) EXPECT_EQ(ref::quant_code(QuantFormat::kInt4, codes.data(), 64, p), code(p));
   for (int64_t u = 0; u < 2; ++u)
     for (int64_t j = 0; j < 16; ++j)
       EXPECT_EQ(codes[u * 16 + j], code(u * 32 + j) | (code(u * 32 + j + 16) << 4)) << "byte " << u * 16 + j;
+}
+
+// int6 keeps int4's nibble plane for the low 4 bits, then a plane of high bit pairs: byte b of unit u holds
+// inputs 32u + b + 8t in bits 2t, 2t + 1 (t = 0..3).
+TEST(QuantRef, Int6PlaneOrder) {
+  const int64_t k = 64;
+  const auto code = [](int64_t p) { return static_cast<int>((p * 37 + p / 16) % 64); };
+  std::vector<uint8_t> codes(static_cast<size_t>(quant_row_bytes(QuantFormat::kInt6, k)), 0);
+  ASSERT_EQ(codes.size(), 48u);
+  for (int64_t p = 0; p < k; ++p) ref::set_quant_code(QuantFormat::kInt6, codes.data(), k, p, code(p));
+  for (int64_t p = 0; p < k; ++p) EXPECT_EQ(ref::quant_code(QuantFormat::kInt6, codes.data(), k, p), code(p));
+  for (int64_t u = 0; u < 2; ++u) {
+    for (int64_t j = 0; j < 16; ++j)
+      EXPECT_EQ(codes[u * 16 + j], (code(u * 32 + j) & 15) | ((code(u * 32 + j + 16) & 15) << 4)) << "nibble byte " << j;
+    for (int64_t b = 0; b < 8; ++b) {
+      int want = 0;
+      for (int t = 0; t < 4; ++t) want |= (code(u * 32 + b + 8 * t) >> 4) << (2 * t);
+      EXPECT_EQ(codes[32 + u * 8 + b], want) << "high byte " << u * 8 + b;
+    }
+  }
 }
 
 class QuantGemmTierTest : public ::testing::TestWithParam<CpuTier> {
@@ -248,7 +271,10 @@ void check_int_dot_kernel(IntDotKernel kernel, const std::vector<int64_t>& ms) {
       std::vector<double> mag(expect.size(), 0.0), act(expect.size(), 0.0);
       std::vector<int8_t> xq(static_cast<size_t>(sh.k));
       std::vector<float> dx(static_cast<size_t>(sh.k / 32)), wrow(static_cast<size_t>(sh.k));
-      const double off = s.format == QuantFormat::kInt8 ? 128 : s.format == QuantFormat::kInt4 ? 8 : 0;
+      const double off = s.format == QuantFormat::kInt8   ? 128
+                         : s.format == QuantFormat::kInt4 ? 8
+                         : s.format == QuantFormat::kInt6 ? 32
+                                                          : 0;
       for (int64_t i = 0; i < kMaxM; ++i) {
         for (int64_t u = 0; u < sh.k / 32; ++u)
           dx[u] = ref::quantize_activation_unit(x.data() + i * sh.k + u * 32, xq.data() + u * 32);

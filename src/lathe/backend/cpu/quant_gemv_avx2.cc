@@ -11,6 +11,7 @@
 
 #include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/backend/cpu/int6_bits.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 namespace lathe::cpu {
@@ -20,9 +21,9 @@ constexpr int kRows = 4;
 constexpr int kXRows = 2;
 constexpr int64_t kJb = 16;
 
-// The four 8-input integer vectors of unit u of a W row: inputs [32u + 8v, 32u + 8v + 8) in q[v].
+// The four 8-input integer vectors of unit u of a W row of k inputs: inputs [32u + 8v, 32u + 8v + 8) in q[v].
 template <QuantFormat F>
-LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t u, __m256i (&q)[4]) {
+LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t k, int64_t u, __m256i (&q)[4]) {
   if constexpr (F == QuantFormat::kInt8) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 32));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 32 + 16));
@@ -30,13 +31,21 @@ LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t u, __m256i (&q)[
     q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
     q[2] = _mm256_cvtepi8_epi32(b);
     q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-  } else {  // low nibbles: inputs 0-15; high nibbles: 16-31; int4 takes q - 8 on the bytes
+  } else {  // low nibbles: inputs 0-15; high nibbles: 16-31 (int6: with its high bits); int4 / int6 take
+            // q - 8 / q - 32 on the bytes
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
     const __m128i low = _mm_set1_epi8(0x0f);
     __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
-    if constexpr (F == QuantFormat::kInt4) {
-      lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
-      hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+    if constexpr (F == QuantFormat::kInt6) {
+      __m128i h_lo, h_hi;
+      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
+      lo = _mm_or_si128(lo, h_lo);
+      hi = _mm_or_si128(hi, h_hi);
+    }
+    if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {
+      const __m128i half = _mm_set1_epi8(F == QuantFormat::kInt4 ? 8 : 32);
+      lo = _mm_sub_epi8(lo, half);
+      hi = _mm_sub_epi8(hi, half);
       q[0] = _mm256_cvtepi8_epi32(lo);
       q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8));
       q[2] = _mm256_cvtepi8_epi32(hi);
@@ -85,7 +94,7 @@ LATHE_AVX2 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t 
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m256i q[4];
-        unit_codes<F>(w.codes + (j + r) * row_bytes, u, q);
+        unit_codes<F>(w.codes + (j + r) * row_bytes, k, u, q);
         const __m256 dv = _mm256_set1_ps(d[r]), bv = _mm256_set1_ps(b[r]);
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
@@ -145,7 +154,7 @@ LATHE_AVX2 void dequantize(const QuantMatrix& w, int64_t j0, int64_t j1, float* 
       const __m256 d = _mm256_set1_ps(f16_to_f32(w.scales[g]));
       const __m256 mn = F == QuantFormat::kInt4Asym ? _mm256_set1_ps(f16_to_f32(w.mins[g])) : _mm256_setzero_ps();
       __m256i q[4];
-      unit_codes<F>(codes, u, q);
+      unit_codes<F>(codes, w.k, u, q);
       for (int v = 0; v < 4; ++v) {
         const __m256 qf = _mm256_cvtepi32_ps(q[v]);
         _mm256_storeu_ps(out + u * kQuantUnit + 8 * v,
@@ -163,6 +172,8 @@ void quant_dequantize_rows_avx2(const QuantMatrix& w, int64_t j0, int64_t j1, fl
       return dequantize<QuantFormat::kInt8>(w, j0, j1, dst);
     case QuantFormat::kInt4:
       return dequantize<QuantFormat::kInt4>(w, j0, j1, dst);
+    case QuantFormat::kInt6:
+      return dequantize<QuantFormat::kInt6>(w, j0, j1, dst);
     default:
       return dequantize<QuantFormat::kInt4Asym>(w, j0, j1, dst);
   }
@@ -175,6 +186,8 @@ void quant_gemv_avx2(int m, const float* x, int64_t ldx, const QuantMatrix& w, i
       return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
     case QuantFormat::kInt4:
       return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt6:
+      return gemv<QuantFormat::kInt6>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
     default:
       return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
   }

@@ -4,7 +4,8 @@
 //  - int4 codes 0..15 are the unsigned operand as stored; a unit's 16 bytes give its inputs 0-15 (low
 //    nibbles) and 16-31 (high nibbles) as one 32-byte vector in input order, so x is stored in input order.
 //    Σ q·xq exceeds Σ (q - 8)·xq by 8·Σxq, taken off once per group with T_g = Σ_{u in g} dx_u·Σxq_u
-//    (int4-asym adds m_g·T_g instead).
+//    (int4-asym adds m_g·T_g instead). int6 is int4's unit with its high bits ORed in (int6_bits.h), codes
+//    0..63 and 32·Σxq taken off (2 x 63 x 127 fits int16).
 //  - int8 codes are signed: the unsigned operand is |xq| and the signed one the code with xq's sign
 //    (vpsignb), so each product is exactly q·xq; 2 x 127 x 127 fits int16 (no saturation).
 //  - each unit's 8 int32 lanes are converted and scaled by dw·dx in one FMA: ~9 vector ops per 32 int4
@@ -20,6 +21,7 @@
 #include "lathe/backend/cpu/column_chunks.h"
 #include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/backend/cpu/int6_bits.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/base/context.h"
 
@@ -38,15 +40,23 @@ struct IntActivations {
   const float* t = nullptr;
 };
 
-// Unit u of a W row as vpmaddubsw's operand: int8 codes as stored (signed), int4 nibbles in input order.
+// Unit u of a W row of k inputs as vpmaddubsw's operand: int8 codes as stored (signed), int4 nibbles (int6
+// codes) in input order.
 template <QuantFormat F>
-LATHE_AVX2 inline __m256i unit_codes(const uint8_t* codes, int64_t u) {
+LATHE_AVX2 inline __m256i unit_codes(const uint8_t* codes, int64_t k, int64_t u) {
   if constexpr (F == QuantFormat::kInt8) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + u * 32));
   } else {
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
     const __m128i low = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(c, 4), low), _mm_and_si128(c, low));
+    __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
+    if constexpr (F == QuantFormat::kInt6) {
+      __m128i h_lo, h_hi;
+      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
+      lo = _mm_or_si128(lo, h_lo);
+      hi = _mm_or_si128(hi, h_hi);
+    }
+    return _mm256_set_m128i(hi, lo);
   }
 }
 
@@ -64,8 +74,9 @@ template <QuantFormat F, int MB, int R>
 LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
                      bool accumulate) {
   const int64_t gu = w.spec.group / 32, groups = a.groups, row_bytes = quant_row_bytes(F, w.k);
-  // The coefficient of T_g: -8·d for int4, m for int4-asym, none for int8 (exact signed products).
-  const float off = F == QuantFormat::kInt4 ? 8.f : 0.f;
+  // The coefficient of T_g: -8·d for int4, -32·d for int6, m for int4-asym, none for int8 (exact signed
+  // products).
+  const float off = F == QuantFormat::kInt4 ? 8.f : F == QuantFormat::kInt6 ? 32.f : 0.f;
   __m256 acc[MB][R];
   float corr[MB][R] = {};
 #pragma GCC unroll 4
@@ -92,7 +103,7 @@ LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int6
       }
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m256i c = unit_codes<F>(w.codes + (j + r) * row_bytes, u);
+        const __m256i c = unit_codes<F>(w.codes + (j + r) * row_bytes, w.k, u);
 #pragma GCC unroll 2
         for (int i = 0; i < MB; ++i)
           acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(unit_dot<F>(c, xq[i])), _mm256_mul_ps(dx[i], dv[r]), acc[i][r]);
@@ -188,6 +199,8 @@ void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatr
         return gemv<QuantFormat::kInt8>(static_cast<int>(m), a, w, j0, j1, y, ldy, accumulate);
       case QuantFormat::kInt4:
         return gemv<QuantFormat::kInt4>(static_cast<int>(m), a, w, j0, j1, y, ldy, accumulate);
+      case QuantFormat::kInt6:
+        return gemv<QuantFormat::kInt6>(static_cast<int>(m), a, w, j0, j1, y, ldy, accumulate);
       default:
         return gemv<QuantFormat::kInt4Asym>(static_cast<int>(m), a, w, j0, j1, y, ldy, accumulate);
     }

@@ -1,7 +1,8 @@
 // AVX-512 quantised decode GEMV: y[i, j] = x_i · deq(W row j) for m <= 16 rows of x. One step is one unit
 // of 32 inputs: its codes (32 bytes of int8, or 16 bytes of int4 nibbles: low nibbles inputs 0-15, high
-// ones 16-31) widen to two f32 vectors and take the group's scale in registers (int8 d·q; int4
-// d·(q - 8); int4-asym fma(q, d, m)), then meet x with one FMA per vector and row of x.
+// ones 16-31; int6 ORs in its 8 bytes of high bits, int6_bits.h) widen to two f32 vectors and take the
+// group's scale in registers (int8 d·q; int4 d·(q - 8); int6 d·(q - 32); int4-asym fma(q, d, m)), then
+// meet x with one FMA per vector and row of x.
 //  - a tile is up to 4 rows of x against 4 rows of W: x's two vectors per row stay in registers for the 4
 //    W rows, 16 accumulators;
 //  - m <= 4: one pass over W (each code read once from memory); m > 4: a block of kJb W rows (16-64 KiB of
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/backend/cpu/int6_bits.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 namespace lathe::cpu {
@@ -24,11 +26,12 @@ constexpr int kRows = 4;     // W rows per tile
 constexpr int kXRows = 4;    // x rows per tile
 constexpr int64_t kJb = 16;  // W rows per block when m > 4
 
-// Unit u of W row `codes` with its group's scale d (and, int4-asym, minimum b) -> two f32 vectors of
-// inputs [32u, 32u + 16) and [32u + 16, 32u + 32). int4's q - 8 is taken on the bytes, so int8 and int4
-// both dequantise as d·q (exact in f32: an 11-bit scale times a code of at most 8 bits).
+// Unit u of W row `codes` (k inputs) with its group's scale d (and, int4-asym, minimum b) -> two f32 vectors
+// of inputs [32u, 32u + 16) and [32u + 16, 32u + 32). int4's q - 8 (int6's q - 32) is taken on the bytes, so
+// int8, int4 and int6 all dequantise as d·q (exact in f32: an 11-bit scale times a code of at most 8 bits).
 template <QuantFormat F>
-LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512 d, __m512 b, __m512& w0, __m512& w1) {
+LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t k, int64_t u, __m512 d, __m512 b, __m512& w0,
+                                         __m512& w1) {
   if constexpr (F == QuantFormat::kInt8) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + u * 32));
     w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
@@ -37,10 +40,16 @@ LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t u, __m512
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
     const __m128i low = _mm_set1_epi8(0x0f);
     __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
-    if constexpr (F == QuantFormat::kInt4) {
-      const __m128i eight = _mm_set1_epi8(8);
-      lo = _mm_sub_epi8(lo, eight);
-      hi = _mm_sub_epi8(hi, eight);
+    if constexpr (F == QuantFormat::kInt6) {
+      __m128i h_lo, h_hi;
+      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
+      lo = _mm_or_si128(lo, h_lo);
+      hi = _mm_or_si128(hi, h_hi);
+    }
+    if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {
+      const __m128i half = _mm_set1_epi8(F == QuantFormat::kInt4 ? 8 : 32);
+      lo = _mm_sub_epi8(lo, half);
+      hi = _mm_sub_epi8(hi, half);
       w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
       w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
     } else {
@@ -106,7 +115,7 @@ LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_
                                                      u * (row_bytes / (k / 32))),
                        _MM_HINT_T1);
           __m512 w0, w1;
-          dequantize_unit<F>(w.codes + (j + r) * row_bytes, u, d[r], b[r], w0, w1);
+          dequantize_unit<F>(w.codes + (j + r) * row_bytes, k, u, d[r], b[r], w0, w1);
 #pragma GCC unroll 4
           for (int i = 0; i < MB; ++i) acc[i][r] = _mm512_fmadd_ps(x1[i], w1, _mm512_fmadd_ps(x0[i], w0, acc[i][r]));
         }
@@ -167,6 +176,8 @@ void quant_gemv_avx512(int m, const float* x, int64_t ldx, const QuantMatrix& w,
       return gemv<QuantFormat::kInt8>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
     case QuantFormat::kInt4:
       return gemv<QuantFormat::kInt4>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt6:
+      return gemv<QuantFormat::kInt6>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
     default:
       return gemv<QuantFormat::kInt4Asym>(m, x, ldx, w, j0, j1, y, ldy, accumulate);
   }

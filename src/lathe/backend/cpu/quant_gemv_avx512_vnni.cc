@@ -4,9 +4,10 @@
 //  - A block is 64 bytes of a W row's codes: 2 int8 units, or 4 int4 units. int4's 64 bytes split with one
 //    mask and one shift+mask into the units' low-nibble inputs (0-15 of each unit) and high-nibble inputs
 //    (16-31), two vpdpbusd whose int32 lanes belong to the same unit (lane l: unit l/4), so they accumulate
-//    into one sum before the single convert and scale: ~9 vector ops per 128 int4 weights.
-//  - vpdpbusd takes unsigned codes: int8 codes are flipped to c = q + 128 (one xor), int4 codes are 0..15
-//    as stored; Σ c·xq then exceeds Σ q'·xq (q' the signed code) by off·Σxq (off 128, or int4's 8), taken
+//    into one sum before the single convert and scale: ~9 vector ops per 128 int4 weights. int6 is int4's
+//    block with the 4 units' 32 bytes of high bits ORed in (int6_bits.h): ~6 more.
+//  - vpdpbusd takes unsigned codes: int8 codes are flipped to c = q + 128 (one xor), int4 / int6 codes are
+//    0..15 / 0..63 as stored; Σ c·xq then exceeds Σ q'·xq (q' the signed code) by off·Σxq (off 128, 8, 32), taken
 //    off once per group with the activations' per-group sums T_g = Σ_{u in g} dx_u·Σxq_u. int4-asym's
 //    minimum enters the same way: + m_g·T_g.
 //  - The activations are stored per block in the order its codes load (QuantActivations), so no byte
@@ -20,6 +21,7 @@
 #include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
+#include "lathe/backend/cpu/int6_bits.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 #define LATHE_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
@@ -36,10 +38,12 @@ constexpr int kUnitsPerBlock = F == QuantFormat::kInt8 ? 2 : 4;
 template <QuantFormat F>
 constexpr int kLanesPerUnit = 16 / kUnitsPerBlock<F>;
 
-// The codes of block b of a W row (units [b·U, b·U + units), units < U at the row's end: the rest zero) as
-// vpdpbusd's unsigned operands: one vector for int8, the low- and high-nibble vectors for int4.
+// The codes of block b of a W row of k inputs (units [b·U, b·U + units), units < U at the row's end: the
+// rest zero) as vpdpbusd's unsigned operands: one vector for int8, the low- and high-nibble inputs' vectors
+// for int4 and int6.
 template <QuantFormat F>
-LATHE_AVX512_VNNI inline void block_codes(const uint8_t* codes, int64_t b, int64_t units, __m512i& c0, __m512i& c1) {
+LATHE_AVX512_VNNI inline void block_codes(const uint8_t* codes, int64_t k, int64_t b, int64_t units, __m512i& c0,
+                                          __m512i& c1) {
   constexpr int64_t kUnitBytes = F == QuantFormat::kInt8 ? 32 : 16;
   const uint8_t* at = codes + b * 64;
   const __m512i c = units == kUnitsPerBlock<F> ? _mm512_loadu_si512(at)
@@ -51,6 +55,12 @@ LATHE_AVX512_VNNI inline void block_codes(const uint8_t* codes, int64_t b, int64
     const __m512i low = _mm512_set1_epi8(0x0f);
     c0 = _mm512_and_si512(c, low);
     c1 = _mm512_and_si512(_mm512_srli_epi16(c, 4), low);
+    if constexpr (F == QuantFormat::kInt6) {
+      __m512i h0, h1;
+      int6_block_high(codes + int6_high_plane(k) + b * 32, units, h0, h1);
+      c0 = _mm512_or_si512(c0, h0);
+      c1 = _mm512_or_si512(c1, h1);
+    }
   }
 }
 
@@ -73,7 +83,10 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
   const int64_t row_bytes = quant_row_bytes(F, k);
   const int gshift = gu == 1 ? 0 : gu == 2 ? 1 : 2;  // group / 32 is 1, 2 or 4
   // -off·dw (+ m): the coefficient of T_g (see the top of the file).
-  const float off = F == QuantFormat::kInt8 ? 128.f : F == QuantFormat::kInt4 ? 8.f : 0.f;
+  const float off = F == QuantFormat::kInt8     ? 128.f
+                    : F == QuantFormat::kInt4   ? 8.f
+                    : F == QuantFormat::kInt6   ? 32.f
+                                                : 0.f;
   // Lane l's unit within its block.
   const __m512i lane_unit = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               kU == 2 ? 3 : 2);
@@ -111,9 +124,11 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
       for (int r = 0; r < R; ++r) {
         // The same codes kGemvPrefetchTiles tiles on, into L2 (gemm_internal.h): more row streams at once
         // than the hardware prefetcher keeps in flight.
-        _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes + b * 64),
-                     _MM_HINT_T1);
-        block_codes<F>(w.codes + (j + r) * row_bytes, b, n_units, c0[r], c1[r]);
+        const uint8_t* ahead = w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + b * 64), _MM_HINT_T1);
+        if constexpr (F == QuantFormat::kInt6)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + int6_high_plane(k) + b * 32), _MM_HINT_T1);
+        block_codes<F>(w.codes + (j + r) * row_bytes, k, b, n_units, c0[r], c1[r]);
         dw[r] = _mm512_permutexvar_ps(idx, ds[r]);
       }
 #pragma GCC unroll 4
@@ -225,6 +240,8 @@ void quantize_activations_avx512(int m, const float* x, int64_t ldx, const Quant
       return quantize_rows<QuantFormat::kInt8>(x, ldx, w.spec.group, 0, m, a);
     case QuantFormat::kInt4:
       return quantize_rows<QuantFormat::kInt4>(x, ldx, w.spec.group, 0, m, a);
+    case QuantFormat::kInt6:
+      return quantize_rows<QuantFormat::kInt6>(x, ldx, w.spec.group, 0, m, a);
     default:
       return quantize_rows<QuantFormat::kInt4Asym>(x, ldx, w.spec.group, 0, m, a);
   }
@@ -237,6 +254,8 @@ void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int
       return gemv<QuantFormat::kInt8>(a, w, j0, j1, y, ldy, accumulate);
     case QuantFormat::kInt4:
       return gemv<QuantFormat::kInt4>(a, w, j0, j1, y, ldy, accumulate);
+    case QuantFormat::kInt6:
+      return gemv<QuantFormat::kInt6>(a, w, j0, j1, y, ldy, accumulate);
     default:
       return gemv<QuantFormat::kInt4Asym>(a, w, j0, j1, y, ldy, accumulate);
   }

@@ -1,6 +1,6 @@
 // The scalar tier of the quantised decode GEMV, and the row dequantiser of the prefill panels: each weight
-// dequantised in f32 exactly as the SIMD tiers do (int8 d·q; int4 fma(q, d, -8d); int4-asym fma(q, d, m)),
-// nf4 nf4[q]·absmax), each output summed in f32 in increasing k.
+// dequantised in f32 exactly as the SIMD tiers do (int8 d·q; int4 fma(q, d, -8d); int6 fma(q, d, -32d);
+// int4-asym fma(q, d, m); nf4 nf4[q]·absmax), each output summed in f32 in increasing k.
 #include <cmath>
 #include <memory>
 
@@ -22,7 +22,7 @@ void dequantize_row_f32(const QuantMatrix& w, int64_t j, float* out) {
   const f16* sc = w.scales + j * groups;
   const f16* mn = w.mins ? w.mins + j * groups : nullptr;
   for (int64_t p = 0; p < w.k; ++p) {
-    const float q = static_cast<float>(ref::quant_code(w.spec.format, c, p));
+    const float q = static_cast<float>(ref::quant_code(w.spec.format, c, w.k, p));
     const float d = f16_to_f32(sc[p / w.spec.group]);
     switch (w.spec.format) {
       case QuantFormat::kInt8:
@@ -30,6 +30,9 @@ void dequantize_row_f32(const QuantMatrix& w, int64_t j, float* out) {
         break;
       case QuantFormat::kInt4:
         out[p] = std::fma(q, d, -8.f * d);
+        break;
+      case QuantFormat::kInt6:
+        out[p] = std::fma(q, d, -32.f * d);
         break;
       default:
         out[p] = std::fma(q, d, f16_to_f32(mn[p / w.spec.group]));
