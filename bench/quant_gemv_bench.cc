@@ -6,7 +6,8 @@
 // The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
 // BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI:
 // what quant_gemm runs there at every M. BM_QuantGemvAvx2Int_*: the AVX2 integer-dot decode kernel (vpmaddubsw),
-// what CPUs without AVX-512 VNNI run for decode.
+// what CPUs without AVX-512 VNNI run for decode. BM_QuantGemv*Hot_*: one copy of a 2048 x 2048 W, which stays
+// in cache: the kernel's compute ceiling at M = 1.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -48,12 +49,14 @@ Packed pack(const QuantSpec& s, int64_t n, int64_t k) {
 // instead of the tier's f32 FMA one.
 enum class Kernel { kTier, kVnni, kAvx2Int };
 
-void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, Kernel kernel) {
+// hot: one copy of W, so it stays in cache (L2 + L3) between calls: the kernel's compute ceiling.
+void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, Kernel kernel,
+                 bool hot = false) {
   const bool vnni = kernel == Kernel::kVnni;
   const ThreadPool pool(static_cast<int>(st.range(0)));
   const Packed one = pack(s, n, k);
   const int64_t bytes = static_cast<int64_t>(one.codes.size() + 2 * (one.scales.size() + one.mins.size()));
-  const int n_copies = static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / bytes));
+  const int n_copies = hot ? 1 : static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / bytes));
   const std::vector<Packed> ws(n_copies, one);
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), y(static_cast<size_t>(m * n));
   int next = 0;
@@ -85,7 +88,7 @@ void register_all() {
     const char* name;
     int64_t n, k;
   };
-  for (const char* format : {"int8", "int4", "int4-g32", "int4-g128"})
+  for (const char* format : {"int8", "int4", "int4-g32", "int4-g128", "int6"})
     for (const Shape& sh : {Shape{"N8192_K2048", 8192, 2048}, Shape{"N2048_K8192", 2048, 8192}})
       for (int64_t m : {1, 4, 16, 32, 128}) {
         const QuantSpec s = lathe::parse_quant_spec(format);
@@ -102,6 +105,22 @@ void register_all() {
           bench_quant(st, s, m, sh.n, sh.k, Kernel::kVnni);
         })->Apply(threads);
       }
+  // W in cache (2048 x 2048: 2-4 MiB of codes), M = 1: how fast each decode kernel computes when memory is
+  // not the limit. Against the DRAM rows above: a kernel near its hot rate there is compute-bound.
+  for (const char* format : {"int8", "int4", "int6"}) {
+    const QuantSpec s = lathe::parse_quant_spec(format);
+    const std::string shape = std::string(format) + "/N2048_K2048/M1";
+    benchmark::RegisterBenchmark(("BM_QuantGemvHot_" + shape).c_str(), [s](benchmark::State& st) {
+      bench_quant(st, s, 1, 2048, 2048, Kernel::kTier, true);
+    })->Apply(threads);
+    benchmark::RegisterBenchmark(("BM_QuantGemvAvx2IntHot_" + shape).c_str(), [s](benchmark::State& st) {
+      bench_quant(st, s, 1, 2048, 2048, Kernel::kAvx2Int, true);
+    })->Apply(threads);
+    if (lathe::cpu::quant_cpu_has_vnni())
+      benchmark::RegisterBenchmark(("BM_QuantGemvVnniHot_" + shape).c_str(), [s](benchmark::State& st) {
+        bench_quant(st, s, 1, 2048, 2048, Kernel::kVnni, true);
+      })->Apply(threads);
+  }
 }
 
 }  // namespace
