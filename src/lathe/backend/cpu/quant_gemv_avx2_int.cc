@@ -10,12 +10,14 @@
 //    (vpsignb), so each product is exactly q·xq; 2 x 127 x 127 fits int16 (no saturation).
 //  - each unit's 8 int32 lanes are converted and scaled by dw·dx in one FMA: ~9 vector ops per 32 int4
 //    weights and row against ~25 to widen, scale and FMA them in f32 (quant_gemv_avx2.cc).
-// Tiles of up to 2 rows of x by 4 rows of W (8 accumulators of the 16 ymm registers). Each output sums its
+// int4 and int6 take two units per step instead (tile_pairs). Tiles of up to 2 rows of x by 4 rows of W
+// (8 accumulators of the 16 ymm registers). Each output sums its
 // lanes over the units in increasing k, then the group corrections: the result does not depend on m.
 #include "lathe/backend/cpu/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "lathe/backend/cpu/column_chunks.h"
@@ -32,12 +34,14 @@ constexpr int kRows = 4;
 constexpr int kXRows = 2;
 constexpr int64_t kJb = 16;
 
-// x quantised per unit: codes in input order [m][k], dx [m][units], T [m][groups].
+// x quantised per unit: codes in input order [m][k], dx [m][units], T [m][groups], and per unit
+// -off·Σxq (int4 / int6 at group 32: the pair kernel's integer correction, tile_pairs).
 struct IntActivations {
   int64_t units = 0, groups = 0;
   const int8_t* xq = nullptr;
   const float* dx = nullptr;
   const float* t = nullptr;
+  const int32_t* corr = nullptr;
 };
 
 // Unit u of a W row of k inputs as vpmaddubsw's operand: int8 codes as stored (signed), int4 nibbles (int6
@@ -147,10 +151,120 @@ LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int6
     }
 }
 
+// int4 / int6 at group 32, two units per step: the 32 bytes of units u, u + 1 split into one vector of their
+// low-nibble inputs (0-15 of each, a 128-bit lane per unit) and one of their high-nibble inputs (16-31);
+// each meets x rearranged the same way (two 128-bit permutes per x row, shared by the 4 W rows), and the two
+// vpmaddubsw add in int16 (lanes of one unit: at most 2 x 2 x 63 x 127 = 32004) before one vpmaddwd. Each
+// unit's -off·Σxq enters its first int32 lane, so the group correction is exact integer work, and the
+// 8 lanes take their unit's dw·dx in one multiply: ~15 vector ops per 64 int4 weights and row against 24 of
+// tile() (10 per unit plus the scalar scale and correction). An odd last unit takes one unit step.
+template <QuantFormat F>
+LATHE_AVX2 inline void pair_codes(const uint8_t* row, int64_t k, int64_t u, __m256i& lo, __m256i& hi) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + u * 16));
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  lo = _mm256_and_si256(c, low);
+  hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low);
+  if constexpr (F == QuantFormat::kInt6) {
+    // Units u, u + 1's 8 high bytes each in both halves of their 128-bit lane, then int6_unit_high's shifts.
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + int6_high_plane(k) + u * 8))),
+        0x50);  // qwords 0, 0, 1, 1
+    const __m256i mask = _mm256_set1_epi8(0x30);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_sllv_epi64(h, _mm256_setr_epi64x(4, 2, 4, 2)), mask));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_srlv_epi64(h, _mm256_setr_epi64x(0, 2, 0, 2)), mask));
+  }
+}
+
+template <QuantFormat F, int MB, int R>
+LATHE_AVX2 void tile_pairs(const IntActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
+                           bool accumulate) {
+  const int64_t units = a.units, row_bytes = quant_row_bytes(F, w.k);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i first_lanes = _mm256_setr_epi32(0, 2, 2, 2, 1, 2, 2, 2);  // {v0, 0, 0, 0, v1, 0, 0, 0}
+  const __m256i unit_lanes = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  __m256 acc[MB][R];
+#pragma GCC unroll 2
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  prefetch_next_scales(w, j + R, R, units);
+  int64_t u = 0;
+  for (; u + 2 <= units; u += 2) {
+    if (u % 4 == 0)  // 64 bytes of nibbles per 4 units; int6's high plane: 64 bytes per 8
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* ahead = w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + u * 16), _MM_HINT_T1);
+        if (F == QuantFormat::kInt6 && u % 8 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + int6_high_plane(w.k) + u * 8), _MM_HINT_T1);
+      }
+    __m256i x_lo[MB], x_hi[MB], corr[MB];
+    __m256 dx[MB];
+#pragma GCC unroll 2
+    for (int i = 0; i < MB; ++i) {
+      const int8_t* xb = a.xq + (i0 + i) * w.k + u * 32;
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32));
+      x_lo[i] = _mm256_permute2x128_si256(x0, x1, 0x20);
+      x_hi[i] = _mm256_permute2x128_si256(x0, x1, 0x31);
+      const int64_t at = (i0 + i) * units + u;
+      corr[i] = _mm256_permutevar8x32_epi32(
+          _mm256_zextsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.corr + at))), first_lanes);
+      dx[i] = _mm256_permutevar8x32_ps(
+          _mm256_zextps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.dx + at)))),
+          unit_lanes);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w.codes + (j + r) * row_bytes;
+      __m256i c_lo, c_hi;
+      pair_codes<F>(row, w.k, u, c_lo, c_hi);
+      int32_t two;
+      std::memcpy(&two, w.scales + (j + r) * units + u, 4);
+      const __m256 dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(two))), unit_lanes);
+#pragma GCC unroll 2
+      for (int i = 0; i < MB; ++i) {
+        const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(c_lo, x_lo[i]), _mm256_maddubs_epi16(c_hi, x_hi[i]));
+        const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(p16, ones), corr[i]);
+        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dx[i], dw), acc[i][r]);
+      }
+    }
+  }
+  if (u < units) {  // the odd last unit: 8 lanes of its own, its correction in lane 0
+#pragma GCC unroll 2
+    for (int i = 0; i < MB; ++i) {
+      const int64_t at = (i0 + i) * units + u;
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + (i0 + i) * w.k + u * 32));
+      const __m256i corr = _mm256_setr_epi32(a.corr[at], 0, 0, 0, 0, 0, 0, 0);
+      const __m256 dx = _mm256_broadcast_ss(a.dx + at);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i c = unit_codes<F>(w.codes + (j + r) * row_bytes, w.k, u);
+        const __m256i dot = _mm256_add_epi32(unit_dot<F>(c, xq), corr);
+        const __m256 dw = _mm256_set1_ps(_cvtsh_ss(w.scales[(j + r) * units + u].bits));
+        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dx, dw), acc[i][r]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float v = avx2::hsum(acc[i][r]);
+      float& out = y[i * ldy + j + r];
+      out = accumulate ? out + v : v;
+    }
+}
+
 template <QuantFormat F, int MB>
 LATHE_AVX2 void rows(const IntActivations& a, int i0, const QuantMatrix& w, int64_t j0, int64_t j1, float* y,
                      int64_t ldy, bool accumulate) {
   int64_t j = j0;
+  if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {  // group 32: two units per step
+    for (; j + kRows <= j1; j += kRows) tile_pairs<F, MB, kRows>(a, i0, w, j, y, ldy, accumulate);
+    for (; j < j1; ++j) tile_pairs<F, MB, 1>(a, i0, w, j, y, ldy, accumulate);
+    return;
+  }
   for (; j + kRows <= j1; j += kRows) tile<F, MB, kRows>(a, i0, w, j, y, ldy, accumulate);
   for (; j < j1; ++j) tile<F, MB, 1>(a, i0, w, j, y, ldy, accumulate);
 }
@@ -171,8 +285,9 @@ LATHE_AVX2 void gemv(int m, const IntActivations& a, const QuantMatrix& w, int64
 }
 
 // Row i of x: per unit, dx = max|x| / 127, xq = nearbyint(x / dx) (vcvtps2dq rounds to nearest even in the
-// default MXCSR), packed to int8 in input order; T_g = Σ_{u in g} dx_u·Σxq_u.
-LATHE_AVX2 void quantize_row(const float* x, int64_t k, int64_t gu, int8_t* xq, float* dx, float* t) {
+// default MXCSR), packed to int8 in input order; T_g = Σ_{u in g} dx_u·Σxq_u; corr_u = -off·Σxq_u.
+LATHE_AVX2 void quantize_row(const float* x, int64_t k, int64_t gu, int off, int8_t* xq, float* dx, float* t,
+                             int32_t* corr) {
   for (int64_t g = 0; g < k / (32 * gu); ++g) {
     float tg = 0.f;
     for (int64_t u = g * gu; u < (g + 1) * gu; ++u) {
@@ -200,7 +315,9 @@ LATHE_AVX2 void quantize_row(const float* x, int64_t k, int64_t gu, int8_t* xq, 
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
       dx[u] = d;
-      tg += d * static_cast<float>(_mm_cvtsi128_si32(s4));
+      const int32_t sum = _mm_cvtsi128_si32(s4);
+      corr[u] = -off * sum;
+      tg += d * static_cast<float>(sum);
     }
     t[g] = tg;
   }
@@ -213,13 +330,16 @@ void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatr
   if (m <= 0 || w.n <= 0) return;
   const int64_t units = w.k / 32, groups = w.k / w.spec.group;
   const std::shared_ptr<void> buf = current_context().alloc.allocate(
-      static_cast<size_t>(m * w.k) + static_cast<size_t>(m * (units + groups)) * sizeof(float));
+      static_cast<size_t>(m * w.k) + static_cast<size_t>(m * (2 * units + groups)) * sizeof(float));
   auto* xq = static_cast<int8_t*>(buf.get());
   auto* dx = reinterpret_cast<float*>(xq + m * w.k);
   float* t = dx + m * units;
+  auto* corr = reinterpret_cast<int32_t*>(t + m * groups);
+  const int off = w.spec.format == QuantFormat::kInt4 ? 8 : w.spec.format == QuantFormat::kInt6 ? 32 : 0;
   for (int64_t i = 0; i < m; ++i)
-    quantize_row(x + i * ldx, w.k, w.spec.group / 32, xq + i * w.k, dx + i * units, t + i * groups);
-  const IntActivations a{units, groups, xq, dx, t};
+    quantize_row(x + i * ldx, w.k, w.spec.group / 32, off, xq + i * w.k, dx + i * units, t + i * groups,
+                 corr + i * units);
+  const IntActivations a{units, groups, xq, dx, t, corr};
   for_column_chunks(w.n, w.k, pool, [&](int64_t j0, int64_t j1) {
     switch (w.spec.format) {
       case QuantFormat::kInt8:
