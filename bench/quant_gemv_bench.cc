@@ -113,9 +113,10 @@ void register_all() {
     benchmark::RegisterBenchmark(("BM_QuantGemvHot_" + shape).c_str(), [s](benchmark::State& st) {
       bench_quant(st, s, 1, 2048, 2048, Kernel::kTier, true);
     })->Apply(threads);
-    benchmark::RegisterBenchmark(("BM_QuantGemvAvx2IntHot_" + shape).c_str(), [s](benchmark::State& st) {
-      bench_quant(st, s, 1, 2048, 2048, Kernel::kAvx2Int, true);
-    })->Apply(threads);
+    if (lathe::cpu::cpu_max_tier() >= lathe::cpu::CpuTier::kAvx2)
+      benchmark::RegisterBenchmark(("BM_QuantGemvAvx2IntHot_" + shape).c_str(), [s](benchmark::State& st) {
+        bench_quant(st, s, 1, 2048, 2048, Kernel::kAvx2Int, true);
+      })->Apply(threads);
     if (lathe::cpu::quant_cpu_has_vnni())
       benchmark::RegisterBenchmark(("BM_QuantGemvVnniHot_" + shape).c_str(), [s](benchmark::State& st) {
         bench_quant(st, s, 1, 2048, 2048, Kernel::kVnni, true);

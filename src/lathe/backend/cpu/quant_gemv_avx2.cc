@@ -11,7 +11,7 @@
 
 #include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
-#include "lathe/backend/cpu/int6_bits.h"
+#include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 namespace lathe::cpu {
@@ -33,19 +33,9 @@ LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t k, int64_t u, __
     q[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
   } else {  // low nibbles: inputs 0-15; high nibbles: 16-31 (int6: with its high bits); int4 / int6 take
             // q - 8 / q - 32 on the bytes
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
-    if constexpr (F == QuantFormat::kInt6) {
-      __m128i h_lo, h_hi;
-      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
-      lo = _mm_or_si128(lo, h_lo);
-      hi = _mm_or_si128(hi, h_hi);
-    }
+    __m128i lo, hi;
+    unit_code_halves<F, /*centred=*/true>(codes, k, u, lo, hi);
     if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {
-      const __m128i half = _mm_set1_epi8(F == QuantFormat::kInt4 ? 8 : 32);
-      lo = _mm_sub_epi8(lo, half);
-      hi = _mm_sub_epi8(hi, half);
       q[0] = _mm256_cvtepi8_epi32(lo);
       q[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8));
       q[2] = _mm256_cvtepi8_epi32(hi);
@@ -56,17 +46,6 @@ LATHE_AVX2 inline void unit_codes(const uint8_t* codes, int64_t k, int64_t u, __
       q[2] = _mm256_cvtepu8_epi32(hi);
       q[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
     }
-  }
-}
-
-// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them (each group's scale
-// is a load its units wait on; quant_gemv_avx512_vnni.cc measured 2x at group 32 from this).
-inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
-  if (j + rows > w.n) return;
-  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
-  for (int64_t b = 0; b < bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
-    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
   }
 }
 

@@ -1,17 +1,16 @@
 // AVX2 integer-dot quantised decode GEMV (CPUs without AVX-512 VNNI): x is quantised per unit of 32 inputs
 // to int8 (ref::quantize_activation_unit, as the VNNI path), and a unit of W codes meets it in
 // vpmaddubsw (u8 x s8 -> 16 int16 sums of 2 products) + vpmaddwd by ones (-> 8 int32 sums of 4):
-//  - int4 codes 0..15 are the unsigned operand as stored; a unit's 16 bytes give its inputs 0-15 (low
-//    nibbles) and 16-31 (high nibbles) as one 32-byte vector in input order, so x is stored in input order.
-//    Σ q·xq exceeds Σ (q - 8)·xq by 8·Σxq, taken off once per group with T_g = Σ_{u in g} dx_u·Σxq_u
-//    (int4-asym adds m_g·T_g instead). int6 is int4's unit with its high bits ORed in (int6_bits.h), codes
-//    0..63 and 32·Σxq taken off (2 x 63 x 127 fits int16).
+//  - int4 codes 0..15 (int6: 0..63, int4's nibbles with the high bits ORed in, quant_unit_codes.h) are the
+//    unsigned operand as stored. Σ q·xq exceeds Σ (q - off)·xq by off·Σxq (off 8, or 32), which enters each
+//    unit's sum as an int32 lane (-off·Σxq_u); int4-asym adds m_g·T_g per group instead, T_g = Σ_{u in g}
+//    dx_u·Σxq_u.
 //  - int8 codes are signed: the unsigned operand is |xq| and the signed one the code with xq's sign
 //    (vpsignb), so each product is exactly q·xq; 2 x 127 x 127 fits int16 (no saturation).
-//  - each unit's 8 int32 lanes are converted and scaled by dw·dx in one FMA: ~9 vector ops per 32 int4
-//    weights and row against ~25 to widen, scale and FMA them in f32 (quant_gemv_avx2.cc).
-// int4 and int6 take two units per step instead (tile_pairs). Tiles of up to 2 rows of x by 4 rows of W
-// (8 accumulators of the 16 ymm registers). Each output sums its
+//  - int8 and int4-asym take one unit per step (tile: a unit's 16 bytes of nibbles give its inputs 0-15 and
+//    16-31 as one 32-byte vector in input order, as x is stored); int4 and int6 two (tile_pairs). Each
+//    step's int32 lanes are converted and scaled by dw·dx in one FMA.
+// Tiles of up to 2 rows of x by 4 rows of W (8 accumulators of the 16 ymm registers). Each output sums its
 // lanes over the units in increasing k, then the group corrections: the result does not depend on m.
 #include "lathe/backend/cpu/simd_intrinsics.h"
 
@@ -23,7 +22,7 @@
 #include "lathe/backend/cpu/column_chunks.h"
 #include "lathe/backend/cpu/avx2_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
-#include "lathe/backend/cpu/int6_bits.h"
+#include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/base/context.h"
 
@@ -51,27 +50,9 @@ LATHE_AVX2 inline __m256i unit_codes(const uint8_t* codes, int64_t k, int64_t u)
   if constexpr (F == QuantFormat::kInt8) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + u * 32));
   } else {
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    __m128i lo = _mm_and_si128(c, low), hi = _mm_and_si128(_mm_srli_epi16(c, 4), low);
-    if constexpr (F == QuantFormat::kInt6) {
-      __m128i h_lo, h_hi;
-      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
-      lo = _mm_or_si128(lo, h_lo);
-      hi = _mm_or_si128(hi, h_hi);
-    }
+    __m128i lo, hi;
+    unit_code_halves<F>(codes, k, u, lo, hi);
     return _mm256_set_m128i(hi, lo);
-  }
-}
-
-// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them, as the other decode
-// kernels do.
-inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
-  if (j + rows > w.n) return;
-  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
-  for (int64_t b = 0; b < bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
-    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
   }
 }
 
@@ -89,9 +70,9 @@ template <QuantFormat F, int MB, int R>
 LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int64_t j, float* y, int64_t ldy,
                      bool accumulate) {
   const int64_t gu = w.spec.group / 32, groups = a.groups, row_bytes = quant_row_bytes(F, w.k);
-  // The coefficient of T_g: -8·d for int4, -32·d for int6, m for int4-asym, none for int8 (exact signed
-  // products).
-  const float off = F == QuantFormat::kInt4 ? 8.f : F == QuantFormat::kInt6 ? 32.f : 0.f;
+  // int8 and int4-asym only (int4 / int6 take tile_pairs). The coefficient of T_g: m for int4-asym, none for
+  // int8 (exact signed products).
+  static_assert(F == QuantFormat::kInt8 || F == QuantFormat::kInt4Asym);
   constexpr int64_t kUnitBytes = F == QuantFormat::kInt8 ? 32 : 16;  // of the (nibble) codes
   __m256 acc[MB][R];
   float corr[MB][R] = {};
@@ -106,9 +87,11 @@ LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int6
     for (int r = 0; r < R; ++r) {
       const float d = _cvtsh_ss(w.scales[(j + r) * groups + g].bits);
       dv[r] = _mm256_set1_ps(d);
-      const float coef = F == QuantFormat::kInt4Asym ? _cvtsh_ss(w.mins[(j + r) * groups + g].bits) : -off * d;
+      if constexpr (F == QuantFormat::kInt4Asym) {
+        const float m = _cvtsh_ss(w.mins[(j + r) * groups + g].bits);
 #pragma GCC unroll 2
-      for (int i = 0; i < MB; ++i) corr[i][r] += coef * a.t[(i0 + i) * groups + g];
+        for (int i = 0; i < MB; ++i) corr[i][r] += m * a.t[(i0 + i) * groups + g];
+      }
     }
     for (int64_t u = g * gu; u < (g + 1) * gu; ++u) {
       // Each line of the rows kGemvPrefetchTiles tiles on, into L2, once (gemm_internal.h): the hardware
@@ -118,12 +101,6 @@ LATHE_AVX2 void tile(const IntActivations& a, int i0, const QuantMatrix& w, int6
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r)
           _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes + at),
-                       _MM_HINT_T1);
-      if (F == QuantFormat::kInt6 && u * 8 % 64 == 0)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(w.codes + (j + kGemvPrefetchTiles * R + r) * row_bytes +
-                                                     int6_high_plane(w.k) + u * 8),
                        _MM_HINT_T1);
       __m256i xq[MB];
       __m256 dx[MB];
@@ -263,10 +240,10 @@ LATHE_AVX2 void rows(const IntActivations& a, int i0, const QuantMatrix& w, int6
   if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {  // group 32: two units per step
     for (; j + kRows <= j1; j += kRows) tile_pairs<F, MB, kRows>(a, i0, w, j, y, ldy, accumulate);
     for (; j < j1; ++j) tile_pairs<F, MB, 1>(a, i0, w, j, y, ldy, accumulate);
-    return;
+  } else {
+    for (; j + kRows <= j1; j += kRows) tile<F, MB, kRows>(a, i0, w, j, y, ldy, accumulate);
+    for (; j < j1; ++j) tile<F, MB, 1>(a, i0, w, j, y, ldy, accumulate);
   }
-  for (; j + kRows <= j1; j += kRows) tile<F, MB, kRows>(a, i0, w, j, y, ldy, accumulate);
-  for (; j < j1; ++j) tile<F, MB, 1>(a, i0, w, j, y, ldy, accumulate);
 }
 
 template <QuantFormat F>

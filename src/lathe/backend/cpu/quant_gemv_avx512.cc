@@ -1,6 +1,6 @@
 // AVX-512 quantised decode GEMV: y[i, j] = x_i · deq(W row j) for m <= 16 rows of x. One step is one unit
 // of 32 inputs: its codes (32 bytes of int8, or 16 bytes of int4 nibbles: low nibbles inputs 0-15, high
-// ones 16-31; int6 ORs in its 8 bytes of high bits, int6_bits.h) widen to two f32 vectors and take the
+// ones 16-31; int6 ORs in its 8 bytes of high bits, quant_unit_codes.h) widen to two f32 vectors and take the
 // group's scale in registers (int8 d·q; int4 d·(q - 8); int6 d·(q - 32); int4-asym fma(q, d, m)), then
 // meet x with one FMA per vector and row of x.
 //  - a tile is up to 4 rows of x against 4 rows of W: x's two vectors per row stay in registers for the 4
@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
-#include "lathe/backend/cpu/int6_bits.h"
+#include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 namespace lathe::cpu {
@@ -37,36 +37,15 @@ LATHE_AVX512 inline void dequantize_unit(const uint8_t* codes, int64_t k, int64_
     w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
     w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
   } else {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + u * 16));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
-    if constexpr (F == QuantFormat::kInt6) {
-      __m128i h_lo, h_hi;
-      int6_unit_high(codes + int6_high_plane(k) + u * 8, h_lo, h_hi);
-      lo = _mm_or_si128(lo, h_lo);
-      hi = _mm_or_si128(hi, h_hi);
-    }
+    __m128i lo, hi;
+    unit_code_halves<F, /*centred=*/true>(codes, k, u, lo, hi);
     if constexpr (F == QuantFormat::kInt4 || F == QuantFormat::kInt6) {
-      const __m128i half = _mm_set1_epi8(F == QuantFormat::kInt4 ? 8 : 32);
-      lo = _mm_sub_epi8(lo, half);
-      hi = _mm_sub_epi8(hi, half);
       w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
       w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
     } else {
       w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), d, b);
       w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), d, b);
     }
-  }
-}
-
-// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them (each group's scale
-// is a load its units wait on; quant_gemv_avx512_vnni.cc measured 2x at group 32 from this).
-inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
-  if (j + rows > w.n) return;
-  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
-  for (int64_t b = 0; b < bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
-    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
   }
 }
 

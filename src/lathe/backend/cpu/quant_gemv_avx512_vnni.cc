@@ -5,7 +5,7 @@
 //    mask and one shift+mask into the units' low-nibble inputs (0-15 of each unit) and high-nibble inputs
 //    (16-31), two vpdpbusd whose int32 lanes belong to the same unit (lane l: unit l/4), so they accumulate
 //    into one sum before the single convert and scale: ~9 vector ops per 128 int4 weights. int6 is int4's
-//    block with the 4 units' 32 bytes of high bits ORed in (int6_bits.h): ~6 more.
+//    block with the 4 units' 32 bytes of high bits ORed in (quant_unit_codes.h): ~6 more.
 //  - vpdpbusd takes unsigned codes: int8 codes are flipped to c = q + 128 (one xor), int4 / int6 codes are
 //    0..15 / 0..63 as stored; Σ c·xq then exceeds Σ q'·xq (q' the signed code) by off·Σxq (off 128, 8, 32), taken
 //    off once per group with the activations' per-group sums T_g = Σ_{u in g} dx_u·Σxq_u. int4-asym's
@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
-#include "lathe/backend/cpu/int6_bits.h"
+#include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 
 #define LATHE_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma")))
@@ -61,17 +61,6 @@ LATHE_AVX512_VNNI inline void block_codes(const uint8_t* codes, int64_t k, int64
       c0 = _mm512_or_si512(c0, h0);
       c1 = _mm512_or_si512(c1, h1);
     }
-  }
-}
-
-// The scales (and mins) of rows [j, j + rows) into L1 ahead of the tile that reads them: each 16-group chunk
-// starts with a load of them that the whole chunk waits on (at group 32 a 2x slower GEMV without this).
-LATHE_AVX512_VNNI inline void prefetch_next_scales(const QuantMatrix& w, int64_t j, int rows, int64_t groups) {
-  if (j + rows > w.n) return;
-  const int64_t bytes = rows * groups * static_cast<int64_t>(sizeof(f16));
-  for (int64_t b = 0; b < bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w.scales + j * groups) + b, _MM_HINT_T0);
-    if (w.mins) _mm_prefetch(reinterpret_cast<const char*>(w.mins + j * groups) + b, _MM_HINT_T0);
   }
 }
 
