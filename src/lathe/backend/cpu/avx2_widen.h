@@ -1,10 +1,12 @@
-// Element loads and the lane sum shared by the AVX2 tier's kernels (GEMM, GEMVs, quantised GEMVs): 8 consecutive f32, bf16
+// Element loads, the lane sum and a GEMV tile's store shared by the AVX2 tier's kernels (GEMM, GEMVs, quantised GEMVs): 8 consecutive f32, bf16
 // or f16 values as one f32 vector (bf16 is the top half of an f32: widen by a 16-bit shift; f16 by F16C's
 // vcvtph2ps, exact for every f16 value, subnormals included), and the scalar widening for tails. Only for
 // files compiled for the AVX2 tier (see CMakeLists.txt).
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 #include "lathe/backend/cpu/gemm_internal.h"
 
@@ -25,6 +27,19 @@ LATHE_AVX2 inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+// A GEMV tile's outputs: y[i][j + r] = (y[i][j + r] if accumulate) + the lane sum of acc[i][r], for the
+// tile's MB rows of x by R rows of W.
+template <int MB, int R>
+LATHE_AVX2 inline void store_tile_sums(const __m256 (&acc)[MB][R], float* y, int64_t ldy, int64_t j, bool accumulate) {
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float v = hsum(acc[i][r]);
+      float& out = y[i * ldy + j + r];
+      out = accumulate ? out + v : v;
+    }
 }
 
 inline float widen(float v) { return v; }

@@ -86,14 +86,7 @@ LATHE_AVX2 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_t 
       }
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const float v = avx2::hsum(acc[i][r]);
-      float& out = y[i * ldy + j + r];
-      out = accumulate ? out + v : v;
-    }
+  avx2::store_tile_sums(acc, y, ldy, j, accumulate);
 }
 
 template <QuantFormat F, int MB>
