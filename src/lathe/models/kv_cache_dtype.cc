@@ -2,6 +2,7 @@
 #include "lathe/models/kv_cache_dtype.h"
 
 #include "lathe/base/error.h"
+#include "lathe/models/weights.h"
 
 namespace lathe {
 
@@ -26,6 +27,12 @@ DType resolve_kv_cache_dtype(KvCacheDtype d, const Model& model) {
   if (d == KvCacheDtype::kF32) return DType::kF32;
   if (d == KvCacheDtype::kBF16) return DType::kBF16;
   if (d == KvCacheDtype::kInt8) return DType::kI8;
+  // A quantised Linear (int8 / int4 / int6 / NF4 codes): the weights already round far coarser than a bf16
+  // cache does, and at long contexts decode reads as many cache bytes as weight bytes (llama.cpp keeps its
+  // cache in f16 whatever the weights).
+  bool quantised = false;
+  for_each_linear_module(model.weights(), [&](const Linear& l) { quantised = quantised || l.quant.defined(); });
+  if (quantised) return DType::kBF16;
   bool any = false, all_bf16 = true;
   model.for_each_param([&](const std::string&, const Tensor& t, ParamRole, int) {
     if (t.dim() != 2) return;

@@ -18,8 +18,9 @@ KvCacheDtype parse_kv_cache_dtype(std::string_view s);
 std::string_view kv_cache_dtype_name(KvCacheDtype d);
 
 // The store's dtype, kF32, kBF16 or kI8 (int8). kAuto: bf16 when the model holds its matrices (every 2-D
-// weight) in bf16, as a bf16 checkpoint loaded for inference does; f32 otherwise (f32 or f16 weights,
-// force_f32, MoE). Never int8: quantising the cache is asked for, not inferred.
+// weight) in bf16, as a bf16 checkpoint loaded for inference does, or when any Linear is quantised (a
+// `lathe quantize` folder, a Q8_0 / Q4_0 GGUF, an NF4 base); f32 otherwise (f32 or f16 weights, force_f32,
+// MoE). Never int8: quantising the cache is asked for, not inferred.
 DType resolve_kv_cache_dtype(KvCacheDtype d, const Model& model);
 
 // The name of a store's dtype as the start-up line and errors print it: "f32", "bf16", "int8".

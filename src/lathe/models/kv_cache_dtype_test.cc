@@ -6,6 +6,7 @@
 
 #include "lathe/io/safetensors.h"
 #include "lathe/io/test_paths.h"
+#include "lathe/tensor/quant_weight.h"
 
 namespace lathe {
 namespace {
@@ -52,6 +53,17 @@ TEST(KvCacheDtype, AutoIsBf16ExactlyWhenTheMatricesAreBf16) {
   EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kInt8, *bf16), DType::kI8);
   EXPECT_EQ(kv_store_dtype_name(DType::kI8), "int8");
   EXPECT_EQ(kv_store_dtype_name(DType::kBF16), "bf16");
+}
+
+// A quantised model (its Linears quantised as they are read, as a `lathe quantize` folder or a Q8_0 / Q4_0
+// GGUF holds them) caches in bf16, whatever its other tensors hold; asked-for dtypes stay as asked.
+TEST(KvCacheDtype, AutoIsBf16ForQuantisedLinears) {
+  for (const char* format : {"int8", "int4", "nf4"}) {
+    const auto q = Model::load(fixture_dir("llama"), {.quantize_linears = parse_quant_spec(format)});
+    EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kAuto, *q), DType::kBF16) << format;
+    EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kF32, *q), DType::kF32) << format;
+    EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDtype::kInt8, *q), DType::kI8) << format;
+  }
 }
 
 }  // namespace
