@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -88,16 +87,19 @@ void register_all() {
   struct Shape {
     const char* name;
     int64_t n, k;
+    int64_t max_m;  // the largest M benchmarked
   };
   // Llama-1B's MLP shapes at every M; tiny-110M's (C 768, F 2048) at M = 1 only: calls of 0.3-0.9 MB, where
   // each call's start (the helper's wake-up, the first rows' misses) weighs more.
-  const Shape big[] = {{"N8192_K2048", 8192, 2048}, {"N2048_K8192", 2048, 8192}};
-  const Shape small[] = {{"N768_K768", 768, 768}, {"N2048_K768", 2048, 768}, {"N768_K2048", 768, 2048}};
+  const Shape shapes[] = {{"N8192_K2048", 8192, 2048, 128},
+                          {"N2048_K8192", 2048, 8192, 128},
+                          {"N768_K768", 768, 768, 1},
+                          {"N2048_K768", 2048, 768, 1},
+                          {"N768_K2048", 768, 2048, 1}};
   for (const char* format : {"int8", "int4", "int4-g32", "int4-g128", "int6"})
-    for (const bool is_small : {false, true})
-    for (const Shape& sh : is_small ? std::span<const Shape>(small) : std::span<const Shape>(big))
+    for (const Shape& sh : shapes)
       for (int64_t m : {1, 4, 16, 32, 128}) {
-        if (is_small && m > 1) break;
+        if (m > sh.max_m) break;
         const QuantSpec s = lathe::parse_quant_spec(format);
         const std::string name = std::string("BM_QuantGemv_") + format + "/" + sh.name + "/M" + std::to_string(m);
         benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {

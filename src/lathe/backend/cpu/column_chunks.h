@@ -15,7 +15,7 @@ namespace lathe::cpu {
 // when the product (n x k) is too small to pay for waking another. Each worker owns a contiguous share of
 // the blocks and takes them one at a time from the front; when its share is done it takes the next blocks
 // of the other shares. A helper wakes about a microsecond after the caller starts, which is a fifth of a
-// small model's 768 x 768 int4 GEMV: with fixed shares the caller then waited for it (5-18% of a tiny-110M
+// small model's 768 x 768 int4 GEMV: with fixed shares the caller then waited for it (4-18% of a tiny-110M
 // token on Zen 5), now it takes the blocks the helper has not reached. Every column is computed by one
 // fn call on a block boundary, so the result does not depend on which worker ran it.
 template <class Fn>

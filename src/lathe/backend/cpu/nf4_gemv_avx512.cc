@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/avx512_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_gemm.h"
 #include "lathe/ref/nf4.h"
@@ -63,14 +64,7 @@ LATHE_AVX512 void tile(const float *x, int64_t ldx, const QuantMatrix &w, int64_
       }
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const float v = _mm512_reduce_add_ps(acc[i][r]);
-      float &out = y[i * ldy + j + r];
-      out = accumulate ? out + v : v;
-    }
+  avx512::store_tile_sums(acc, y, ldy, j, accumulate);
 }
 
 template <int MB>

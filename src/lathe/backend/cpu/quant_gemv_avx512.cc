@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/avx512_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
@@ -101,14 +102,7 @@ LATHE_AVX512 void tile(const float* x, int64_t ldx, const QuantMatrix& w, int64_
       }
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const float v = _mm512_reduce_add_ps(acc[i][r]);
-      float& out = y[i * ldy + j + r];
-      out = accumulate ? out + v : v;
-    }
+  avx512::store_tile_sums(acc, y, ldy, j, accumulate);
 }
 
 template <QuantFormat F, int MB>

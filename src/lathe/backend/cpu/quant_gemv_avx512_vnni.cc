@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "lathe/backend/cpu/avx512_widen.h"
 #include "lathe/backend/cpu/gemm_internal.h"
 #include "lathe/backend/cpu/quant_unit_codes.h"
 #include "lathe/backend/cpu/quant_gemm.h"
@@ -134,14 +135,7 @@ LATHE_AVX512_VNNI void tile(const QuantActivations& a, int i0, const QuantMatrix
       }
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const float v = _mm512_reduce_add_ps(acc[i][r]);
-      float& out = y[i * ldy + j + r];
-      out = accumulate ? out + v : v;
-    }
+  avx512::store_tile_sums(acc, y, ldy, j, accumulate);
 }
 
 template <QuantFormat F, int MB>
