@@ -6,7 +6,8 @@
 // The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
 // BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI:
 // what quant_gemm runs there at every M. BM_QuantGemvAvx2Int_*: the AVX2 integer-dot decode kernel (vpmaddubsw),
-// what CPUs without AVX-512 VNNI run for decode. BM_QuantGemv*Hot_*: one copy of a 2048 x 2048 W, which stays
+// what CPUs without AVX-512 VNNI run for decode (at M > 16: its prefill GEMM, vpmaddubsw on repacked panels).
+// BM_QuantGemv*Hot_*: one copy of a 2048 x 2048 W, which stays
 // in cache: the kernel's compute ceiling at M = 1.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
@@ -64,7 +65,9 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
     const Packed& w = ws[next];
     const lathe::cpu::QuantMatrix mat{
         s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    if (kernel == Kernel::kAvx2Int)
+    if (kernel == Kernel::kAvx2Int && m > lathe::cpu::kQuantGemvMaxM)
+      lathe::cpu::quant_gemm_avx2_prefill(m, x.data(), k, mat, y.data(), n, false, pool);
+    else if (kernel == Kernel::kAvx2Int)
       lathe::cpu::quant_gemm_avx2_int(m, x.data(), k, mat, y.data(), n, false, pool);
     else if (vnni && m > lathe::cpu::kQuantGemvMaxM)
       lathe::cpu::quant_gemm_vnni_prefill(m, x.data(), k, mat, y.data(), n, false, pool);
@@ -105,7 +108,7 @@ void register_all() {
         benchmark::RegisterBenchmark(name.c_str(), [s, m, sh](benchmark::State& st) {
           bench_quant(st, s, m, sh.n, sh.k, Kernel::kTier);
         })->Apply(threads);
-        if (m <= lathe::cpu::kQuantGemvMaxM && lathe::cpu::cpu_max_tier() >= lathe::cpu::CpuTier::kAvx2)
+        if (lathe::cpu::cpu_max_tier() >= lathe::cpu::CpuTier::kAvx2)
           benchmark::RegisterBenchmark(("BM_QuantGemvAvx2Int_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
             bench_quant(st, s, m, sh.n, sh.k, Kernel::kAvx2Int);
           })->Apply(threads);

@@ -123,6 +123,9 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
   // (LATHE_CPU=avx2 on Zen 5, docs/benchmarks.md).
   if (int_codes && cpu_tier() == CpuTier::kAvx2 && m >= 1 && m <= kQuantGemvMaxM)
     return quant_gemm_avx2_int(m, x, ldx, w, y, ldy, accumulate, pool);
+  // Its prefill: vpmaddubsw on repacked panels, 1.3-3x the f32 GEMM on dequantised ones (docs/benchmarks.md).
+  if (int_codes && cpu_tier() == CpuTier::kAvx2 && m > kQuantGemvMaxM)
+    return quant_gemm_avx2_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }
 

@@ -95,6 +95,17 @@ void quant_gemv_avx512_vnni(const QuantActivations& a, const QuantMatrix& w, int
 void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                          bool accumulate, const ThreadPool& pool);
 
+// x row (k inputs) quantised per unit of 32 as ref::quantize_activation_unit: codes xq in input order,
+// dx per unit, T_g = Σ_{u in g} dx_u·Σxq_u per group of `group_units` units, corr_u = -off·Σxq_u (off 0:
+// Σxq_u). The AVX2 integer paths' activations.
+void quantize_activation_row_avx2(const float* x, int64_t k, int64_t group_units, int off, int8_t* xq, float* dx,
+                                  float* t, int32_t* corr);
+// The AVX2 prefill GEMM through int8 activations (quant_gemm_avx2_prefill.cc): any m, formats int8 / int4 /
+// int6 / int4-asym, W repacked 8 rows at a time into vpmaddubsw's operand order. Rounds x as
+// quant_gemm_avx2_int does.
+void quant_gemm_avx2_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                             bool accumulate, const ThreadPool& pool);
+
 // Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition), and the
 // same in AVX2 (bit-equal; the panels of the avx2 and avx512 tiers).
 void quant_dequantize_rows(const QuantMatrix& w, int64_t j0, int64_t j1, float* dst);

@@ -337,6 +337,13 @@ TEST(QuantGemmVnni, PrefillMatchesReferenceOnQuantisedActivations) {
   check_int_dot_kernel(quant_gemm_vnni_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
 }
 
+// The AVX2 prefill GEMM (repacked 8-column panels, 4 per task, 4-row tiles): row tails 1-3, column tails
+// within a panel and a task, any m.
+TEST(QuantGemmAvx2Int, PrefillMatchesReferenceOnQuantisedActivations) {
+  if (cpu_max_tier() < CpuTier::kAvx2) GTEST_SKIP() << "CPU lacks AVX2";
+  check_int_dot_kernel(quant_gemm_avx2_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
+}
+
 TEST(QuantGemmVnni, RowsIndependentOfBatch) {
   if (!quant_cpu_has_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
   std::mt19937 rng(17);
@@ -393,6 +400,10 @@ TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
       if (cpu_max_tier() >= CpuTier::kAvx2)
         run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
           quant_gemm_avx2_int(m, xp, lx, p.view(), yp, ly, false, pool);
+        });
+      if (cpu_max_tier() >= CpuTier::kAvx2)
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_avx2_prefill(m, xp, lx, p.view(), yp, ly, false, pool);
         });
     }
   }

@@ -254,10 +254,13 @@ LATHE_AVX2 void gemv(int m, const IntActivations& a, const QuantMatrix& w, int64
   }
 }
 
+}  // namespace
+
 // Row i of x: per unit, dx = max|x| / 127, xq = nearbyint(x / dx) (vcvtps2dq rounds to nearest even in the
-// default MXCSR), packed to int8 in input order; T_g = Σ_{u in g} dx_u·Σxq_u; corr_u = -off·Σxq_u.
-LATHE_AVX2 void quantize_row(const float* x, int64_t k, int64_t gu, int off, int8_t* xq, float* dx, float* t,
-                             int32_t* corr) {
+// default MXCSR), packed to int8 in input order; T_g = Σ_{u in g} dx_u·Σxq_u; corr_u = -off·Σxq_u
+// (off 0: Σxq_u).
+LATHE_AVX2 void quantize_activation_row_avx2(const float* x, int64_t k, int64_t gu, int off, int8_t* xq, float* dx,
+                                             float* t, int32_t* corr) {
   for (int64_t g = 0; g < k / (32 * gu); ++g) {
     float tg = 0.f;
     for (int64_t u = g * gu; u < (g + 1) * gu; ++u) {
@@ -286,14 +289,12 @@ LATHE_AVX2 void quantize_row(const float* x, int64_t k, int64_t gu, int off, int
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
       dx[u] = d;
       const int32_t sum = _mm_cvtsi128_si32(s4);
-      corr[u] = -off * sum;
+      corr[u] = off == 0 ? sum : -off * sum;
       tg += d * static_cast<float>(sum);
     }
     t[g] = tg;
   }
 }
-
-}  // namespace
 
 void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                          bool accumulate, const ThreadPool& pool) {
@@ -307,8 +308,8 @@ void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatr
   auto* corr = reinterpret_cast<int32_t*>(t + m * groups);
   const int off = w.spec.format == QuantFormat::kInt4 ? 8 : w.spec.format == QuantFormat::kInt6 ? 32 : 0;
   for (int64_t i = 0; i < m; ++i)
-    quantize_row(x + i * ldx, w.k, w.spec.group / 32, off, xq + i * w.k, dx + i * units, t + i * groups,
-                 corr + i * units);
+    quantize_activation_row_avx2(x + i * ldx, w.k, w.spec.group / 32, off, xq + i * w.k, dx + i * units,
+                                 t + i * groups, corr + i * units);
   const IntActivations a{units, groups, xq, dx, t, corr};
   for_column_chunks(w.n, w.k, pool, [&](int64_t j0, int64_t j1) {
     switch (w.spec.format) {
