@@ -59,9 +59,9 @@ constexpr int int16_run(QuantFormat f) { return f == QuantFormat::kInt8 ? 1 : f 
 // quantize_activation_row_avx2).
 struct PrefillActivations {
   int64_t units = 0;
-  const int8_t *xq = nullptr;
-  const float *dx = nullptr;
-  const int32_t *corr = nullptr;
+  const int8_t* xq = nullptr;
+  const float* dx = nullptr;
+  const int32_t* corr = nullptr;
 };
 
 // The 8 dwords of r[c] (row c's unit: 4 inputs per dword) to r[s] = dword s of
@@ -87,16 +87,16 @@ LATHE_AVX2 inline void transpose_8x8_dwords(__m256i r[8]) {
 // Packs W rows [j0, j0 + 8) into `panel` (rows past n read row j0 and get zero
 // scales: their columns are 0).
 template <QuantFormat F>
-LATHE_AVX2 void pack_panel(const QuantMatrix &w, int64_t j0, uint8_t *panel) {
+LATHE_AVX2 void pack_panel(const QuantMatrix& w, int64_t j0, uint8_t* panel) {
   const int64_t units = w.k / kQuantUnit, groups = w.k / w.spec.group, row_bytes = quant_row_bytes(F, w.k);
   const int64_t valid = std::min(kCols, w.n - j0), ub = unit_bytes(F);
   for (int64_t u = 0; u < units; ++u) {
-    uint8_t *out = panel + u * ub;
+    uint8_t* out = panel + u * ub;
     __m256i r[8];
     for (int64_t c = 0; c < kCols; ++c) {
-      const uint8_t *row = w.codes + (j0 + (c < valid ? c : 0)) * row_bytes;
+      const uint8_t* row = w.codes + (j0 + (c < valid ? c : 0)) * row_bytes;
       if constexpr (F == QuantFormat::kInt8) {
-        r[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * kQuantUnit));
+        r[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + u * kQuantUnit));
       } else {
         __m128i lo, hi;
         unit_code_halves<F>(row, w.k, u, lo, hi);
@@ -104,19 +104,36 @@ LATHE_AVX2 void pack_panel(const QuantMatrix &w, int64_t j0, uint8_t *panel) {
       }
     }
     transpose_8x8_dwords(r);
-    for (int s = 0; s < 8; ++s) _mm256_store_si256(reinterpret_cast<__m256i *>(out + s * kStepBytes), r[s]);
+    for (int s = 0; s < 8; ++s) _mm256_store_si256(reinterpret_cast<__m256i*>(out + s * kStepBytes), r[s]);
     const int64_t g = u * kQuantUnit / w.spec.group;
-    float *dw = reinterpret_cast<float *>(out + kCodeBytes);
+    float* dw = reinterpret_cast<float*>(out + kCodeBytes);
     for (int64_t c = 0; c < kCols; ++c) dw[c] = c < valid ? f16_to_f32(w.scales[(j0 + c) * groups + g]) : 0.f;
     if constexpr (F == QuantFormat::kInt4Asym)
       for (int64_t c = 0; c < kCols; ++c) dw[kCols + c] = c < valid ? f16_to_f32(w.mins[(j0 + c) * groups + g]) : 0.f;
   }
 }
 
+// Step st of unit u (inputs 4·st .. 4·st + 3) for R rows of x: h[r] (=|+=) the int16 pair sums of code·xq.
+template <QuantFormat F, int R>
+LATHE_AVX2 inline void step_products(const PrefillActivations& a, int64_t i0, int64_t k, int64_t u, const uint8_t* pw,
+                                     int st, __m256i h[R], bool add) {
+  constexpr bool kInt8 = F == QuantFormat::kInt8;
+  const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(pw + st * kStepBytes));
+  const __m256i uc = kInt8 ? _mm256_abs_epi8(c) : c;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    int32_t four;
+    std::memcpy(&four, a.xq + (i0 + r) * k + u * kQuantUnit + 4 * st, 4);
+    const __m256i xb = _mm256_set1_epi32(four);
+    const __m256i p = _mm256_maddubs_epi16(uc, kInt8 ? _mm256_sign_epi8(xb, c) : xb);
+    h[r] = add ? _mm256_add_epi16(h[r], p) : p;
+  }
+}
+
 // y rows [i0, i0 + R) x one panel's 8 columns (the first `cols` stored); y
 // points at the panel's column 0.
 template <QuantFormat F, int R>
-LATHE_AVX2 void tile(const PrefillActivations &a, int64_t i0, int64_t k, const uint8_t *panel, float *y, int64_t ldy,
+LATHE_AVX2 void tile(const PrefillActivations& a, int64_t i0, int64_t k, const uint8_t* panel, float* y, int64_t ldy,
                      int64_t cols, bool accumulate) {
   constexpr bool kAsym = F == QuantFormat::kInt4Asym, kInt8 = F == QuantFormat::kInt8;
   constexpr int kRun = int16_run(F);
@@ -126,31 +143,21 @@ LATHE_AVX2 void tile(const PrefillActivations &a, int64_t i0, int64_t k, const u
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t u = 0; u < units; ++u) {
-    const uint8_t *pw = panel + u * ub;
+    const uint8_t* pw = panel + u * ub;
     __m256i s[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
       s[r] = kAsym || kInt8 ? _mm256_setzero_si256() : _mm256_set1_epi32(a.corr[(i0 + r) * units + u]);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int run = 0; run < 8; run += kRun) {
       __m256i h[R];
-#pragma GCC unroll 8
-      for (int st = run; st < run + kRun; ++st) {
-        const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i *>(pw + st * kStepBytes));
-        const __m256i uc = kInt8 ? _mm256_abs_epi8(c) : c;
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-          int32_t four;
-          std::memcpy(&four, a.xq + (i0 + r) * k + u * kQuantUnit + 4 * st, 4);
-          const __m256i xb = _mm256_set1_epi32(four);
-          const __m256i p = _mm256_maddubs_epi16(uc, kInt8 ? _mm256_sign_epi8(xb, c) : xb);
-          h[r] = st == run ? p : _mm256_add_epi16(h[r], p);
-        }
-      }
+      step_products<F, R>(a, i0, k, u, pw, run, h, false);
+#pragma GCC unroll 1
+      for (int st = run + 1; st < run + kRun; ++st) step_products<F, R>(a, i0, k, u, pw, st, h, true);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(h[r], ones));
     }
-    const float *sc = reinterpret_cast<const float *>(pw + kCodeBytes);
+    const float* sc = reinterpret_cast<const float*>(pw + kCodeBytes);
     const __m256 dw = _mm256_load_ps(sc);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -164,7 +171,7 @@ LATHE_AVX2 void tile(const PrefillActivations &a, int64_t i0, int64_t k, const u
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lanes);
   for (int r = 0; r < R; ++r) {
-    float *out = y + (i0 + r) * ldy;
+    float* out = y + (i0 + r) * ldy;
     __m256 v = acc[r];
     if (accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(out, mask));
     _mm256_maskstore_ps(out, mask, v);
@@ -172,8 +179,8 @@ LATHE_AVX2 void tile(const PrefillActivations &a, int64_t i0, int64_t k, const u
 }
 
 template <QuantFormat F>
-LATHE_AVX2 void run_panel(const PrefillActivations &a, int64_t i0, int64_t rows, int64_t k, const uint8_t *panel,
-                          float *y, int64_t ldy, int64_t cols, bool accumulate) {
+LATHE_AVX2 void run_panel(const PrefillActivations& a, int64_t i0, int64_t rows, int64_t k, const uint8_t* panel,
+                          float* y, int64_t ldy, int64_t cols, bool accumulate) {
   switch (rows) {
     case 4:
       return tile<F, 4>(a, i0, k, panel, y, ldy, cols, accumulate);
@@ -187,8 +194,8 @@ LATHE_AVX2 void run_panel(const PrefillActivations &a, int64_t i0, int64_t rows,
 }
 
 template <QuantFormat F>
-void gemm_format(int64_t m, const float *x, int64_t ldx, const QuantMatrix &w, float *y, int64_t ldy, bool accumulate,
-                 const ThreadPool &pool) {
+void gemm_format(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool accumulate,
+                 const ThreadPool& pool) {
   const int64_t units = w.k / kQuantUnit, groups = w.k / w.spec.group;
   const int64_t tasks = (w.n + kPanels * kCols - 1) / (kPanels * kCols);
   const size_t panel_bytes = static_cast<size_t>(units * unit_bytes(F));  // a multiple of 32
@@ -198,13 +205,13 @@ void gemm_format(int64_t m, const float *x, int64_t ldx, const QuantMatrix &w, f
   const int workers = std::max(1, pool.n_threads());
   const std::shared_ptr<void> buf =
       current_context().alloc.allocate(xq_bytes + 2 * side + t_bytes + static_cast<size_t>(workers) * task_bytes + 64);
-  auto *base = static_cast<uint8_t *>(buf.get());
-  auto *xq = reinterpret_cast<int8_t *>(base);
-  auto *dx = reinterpret_cast<float *>(base + xq_bytes);
-  auto *corr = reinterpret_cast<int32_t *>(base + xq_bytes + side);
-  auto *t = reinterpret_cast<float *>(base + xq_bytes + 2 * side);  // T per group: unused here, written anyway
-  auto *panels = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(base + xq_bytes + 2 * side + t_bytes) + 63) &
-                                             ~uintptr_t{63});
+  auto* base = static_cast<uint8_t*>(buf.get());
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  auto* dx = reinterpret_cast<float*>(base + xq_bytes);
+  auto* corr = reinterpret_cast<int32_t*>(base + xq_bytes + side);
+  auto* t = reinterpret_cast<float*>(base + xq_bytes + 2 * side);  // T per group: unused here, written anyway
+  auto* panels = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base + xq_bytes + 2 * side + t_bytes) + 63) &
+                                            ~uintptr_t{63});
   const int off = F == QuantFormat::kInt4 ? 8 : F == QuantFormat::kInt6 ? 32 : 0;
   constexpr int64_t kRowsPerTask = 16;
   pool.parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task, int) {
@@ -214,7 +221,7 @@ void gemm_format(int64_t m, const float *x, int64_t ldx, const QuantMatrix &w, f
   });
   const PrefillActivations a{units, xq, dx, corr};
   pool.parallel_for(tasks, [&](int64_t b, int worker) {
-    uint8_t *mine = panels + static_cast<size_t>(worker) * task_bytes;
+    uint8_t* mine = panels + static_cast<size_t>(worker) * task_bytes;
     const int64_t j0 = b * kPanels * kCols, width = std::min(kPanels * kCols, w.n - j0);
     const int64_t n_panels = (width + kCols - 1) / kCols;
     for (int64_t p = 0; p < n_panels; ++p) pack_panel<F>(w, j0 + p * kCols, mine + p * panel_bytes);
@@ -229,8 +236,8 @@ void gemm_format(int64_t m, const float *x, int64_t ldx, const QuantMatrix &w, f
 
 }  // namespace
 
-void quant_gemm_avx2_prefill(int64_t m, const float *x, int64_t ldx, const QuantMatrix &w, float *y, int64_t ldy,
-                             bool accumulate, const ThreadPool &pool) {
+void quant_gemm_avx2_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
+                             bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
   LATHE_ASSERT(cpu_max_tier() >= CpuTier::kAvx2, "quant_gemm_avx2_prefill: a CPU without AVX2");
   switch (w.spec.format) {
