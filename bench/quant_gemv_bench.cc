@@ -6,7 +6,8 @@
 // The tier is cpu_tier()'s (LATHE_CPU=avx2|scalar lowers it). Names: BM_QuantGemv_<format>/N<n>_K<k>/M<m>/<threads>;
 // BM_QuantGemvVnni_* is the integer-dot kernel (activations quantised to int8) where the CPU has AVX-512 VNNI:
 // what quant_gemm runs there at every M. BM_QuantGemvAvx2Int_*: the AVX2 integer-dot decode kernel (vpmaddubsw),
-// what CPUs without AVX-512 VNNI run for decode (at M > 16: its prefill GEMM, vpmaddubsw on repacked panels).
+// what CPUs without AVX-512 VNNI run for decode (at M > 16: its prefill GEMM, vpmaddubsw on repacked panels;
+// BM_QuantGemvAvxVnni_*: that GEMM in AVX-VNNI's vpdpbusd, where the CPU has it).
 // BM_QuantGemv*Hot_*: one copy of a 2048 x 2048 W, which stays
 // in cache: the kernel's compute ceiling at M = 1.
 //   build/release/quant_gemv_bench --benchmark_filter='BM_QuantGemv_.*/M1/' --benchmark_min_time=0.3
@@ -48,7 +49,7 @@ Packed pack(const QuantSpec& s, int64_t n, int64_t k) {
 
 // vnni: the integer-dot kernel (x quantised to int8 per 32; what quant_gemm runs for decode on a VNNI CPU)
 // instead of the tier's f32 FMA one.
-enum class Kernel { kTier, kVnni, kAvx2Int };
+enum class Kernel { kTier, kVnni, kAvx2Int, kAvxVnni };
 
 // hot: one copy of W, so it stays in cache (L2 + L3) between calls: the kernel's compute ceiling.
 void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n, int64_t k, Kernel kernel,
@@ -65,8 +66,9 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
     const Packed& w = ws[next];
     const lathe::cpu::QuantMatrix mat{
         s, n, k, w.codes.data(), w.scales.data(), w.mins.empty() ? nullptr : w.mins.data()};
-    if (kernel == Kernel::kAvx2Int && m > lathe::cpu::kQuantGemvMaxM)
-      lathe::cpu::quant_gemm_avx2_prefill(m, x.data(), k, mat, y.data(), n, false, pool);
+    if ((kernel == Kernel::kAvx2Int || kernel == Kernel::kAvxVnni) && m > lathe::cpu::kQuantGemvMaxM)
+      lathe::cpu::quant_gemm_avx2_prefill_with(kernel == Kernel::kAvxVnni, m, x.data(), k, mat, y.data(), n, false,
+                                               pool);
     else if (kernel == Kernel::kAvx2Int)
       lathe::cpu::quant_gemm_avx2_int(m, x.data(), k, mat, y.data(), n, false, pool);
     else if (vnni && m > lathe::cpu::kQuantGemvMaxM)
@@ -80,9 +82,10 @@ void bench_quant(benchmark::State& st, const QuantSpec& s, int64_t m, int64_t n,
   }
   st.SetBytesProcessed(st.iterations() * bytes);
   st.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k * st.iterations(), benchmark::Counter::kIsRate);
-  st.SetLabel(vnni                         ? "avx512vnni"
-              : kernel == Kernel::kAvx2Int ? "avx2-int8dot"
-                                           : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
+  st.SetLabel(vnni                          ? "avx512vnni"
+              : kernel == Kernel::kAvx2Int  ? "avx2-int8dot"
+              : kernel == Kernel::kAvxVnni ? "avx-vnni"
+                                            : lathe::cpu::cpu_tier_name(lathe::cpu::cpu_tier()));
 }
 
 void register_all() {
@@ -111,6 +114,10 @@ void register_all() {
         if (lathe::cpu::cpu_max_tier() >= lathe::cpu::CpuTier::kAvx2)
           benchmark::RegisterBenchmark(("BM_QuantGemvAvx2Int_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
             bench_quant(st, s, m, sh.n, sh.k, Kernel::kAvx2Int);
+          })->Apply(threads);
+        if (m > lathe::cpu::kQuantGemvMaxM && lathe::cpu::cpu_has_avx_vnni())
+          benchmark::RegisterBenchmark(("BM_QuantGemvAvxVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {
+            bench_quant(st, s, m, sh.n, sh.k, Kernel::kAvxVnni);
           })->Apply(threads);
         if (!lathe::cpu::quant_cpu_has_vnni()) continue;
         benchmark::RegisterBenchmark(("BM_QuantGemvVnni_" + name.substr(13)).c_str(), [s, m, sh](benchmark::State& st) {

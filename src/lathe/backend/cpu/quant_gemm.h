@@ -105,6 +105,10 @@ void quantize_activation_row_avx2(const float* x, int64_t k, int64_t group_units
 // quant_gemm_avx2_int does.
 void quant_gemm_avx2_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                              bool accumulate, const ThreadPool& pool);
+// The same with vpdpbusd (AVX-VNNI) or without (vpmaddubsw) chosen by the caller; the plain call takes
+// cpu_use_avx_vnni(). avx_vnni only where the CPU has AVX-VNNI.
+void quant_gemm_avx2_prefill_with(bool avx_vnni, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w,
+                                  float* y, int64_t ldy, bool accumulate, const ThreadPool& pool);
 
 // Dequantises W rows [j0, j1) into dst [j1 - j0, k] f32 (the prefill panels; the scalar definition), and the
 // same in AVX2 (bit-equal; the panels of the avx2 and avx512 tiers).

@@ -341,7 +341,19 @@ TEST(QuantGemmVnni, PrefillMatchesReferenceOnQuantisedActivations) {
 // within a panel and a task, any m.
 TEST(QuantGemmAvx2Int, PrefillMatchesReferenceOnQuantisedActivations) {
   if (cpu_max_tier() < CpuTier::kAvx2) GTEST_SKIP() << "CPU lacks AVX2";
-  check_int_dot_kernel(quant_gemm_avx2_prefill, {1, 2, 3, 4, 5, 17, 19, 30});
+  check_int_dot_kernel(
+      [](int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool acc,
+         const ThreadPool& pool) { quant_gemm_avx2_prefill_with(false, m, x, ldx, w, y, ldy, acc, pool); },
+      {1, 2, 3, 4, 5, 17, 19, 30});
+}
+
+// Its AVX-VNNI form (vpdpbusd on ymm, int8 codes flipped to unsigned), where the CPU has AVX-VNNI.
+TEST(QuantGemmAvx2Int, AvxVnniPrefillMatchesReferenceOnQuantisedActivations) {
+  if (!cpu_has_avx_vnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  check_int_dot_kernel(
+      [](int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool acc,
+         const ThreadPool& pool) { quant_gemm_avx2_prefill_with(true, m, x, ldx, w, y, ldy, acc, pool); },
+      {1, 2, 3, 4, 5, 17, 19, 30});
 }
 
 TEST(QuantGemmVnni, RowsIndependentOfBatch) {
@@ -403,7 +415,11 @@ TEST(QuantGemm, StridedMisalignedRowsGiveTheContiguousResult) {
         });
       if (cpu_max_tier() >= CpuTier::kAvx2)
         run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
-          quant_gemm_avx2_prefill(m, xp, lx, p.view(), yp, ly, false, pool);
+          quant_gemm_avx2_prefill_with(false, m, xp, lx, p.view(), yp, ly, false, pool);
+        });
+      if (cpu_has_avx_vnni())
+        run([&](const float* xp, int64_t lx, float* yp, int64_t ly) {
+          quant_gemm_avx2_prefill_with(true, m, xp, lx, p.view(), yp, ly, false, pool);
         });
     }
   }
