@@ -260,8 +260,11 @@ GemmBlocking gemm_blocking_for(const CacheInfo& caches, int mr, int nr) {
   blk.kc = std::clamp<int64_t>(caches.l1d / 2 / (mr * kF32) / 8 * 8, 128, 384);
   // The B chunk in half of L2 (A micro-panels and C tiles pass through the other half); at least 4 panels.
   blk.nc = std::max<int64_t>(4 * nr, caches.l2 / 2 / (blk.kc * kF32) / nr * nr);
-  // The A block in a quarter of L3 (shared with the other workers' blocks and C).
-  blk.a_block = std::clamp<int64_t>(caches.l3 / 4 / kF32, int64_t{1} << 16, int64_t{4} << 20);
+  // The A block in a quarter of L3 (shared with the other workers' blocks and C), at most 8 MiB: a VM sees
+  // its socket's whole L3 (260 MiB on an Intel Xeon of 2026-12-08) but shares it with other tenants, and a
+  // 16 MiB block there measured no faster than 8 MiB (gemm_bench, interleaved) while doubling the packing
+  // buffers, which the training memory plan does not count (train/memory_plan.h).
+  blk.a_block = std::clamp<int64_t>(caches.l3 / 4 / kF32, int64_t{1} << 16, int64_t{2} << 20);
   return blk;
 }
 

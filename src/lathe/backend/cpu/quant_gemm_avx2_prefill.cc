@@ -185,7 +185,8 @@ LATHE_AVX2 void tile(const PrefillActivations& a, int64_t i0, int64_t k, const u
 }
 
 // The same tile in AVX-VNNI: one vpdpbusd per step and row into int32 sums that start at −off·Σxq (int8's
-// off is 128 here: its codes are flipped to unsigned).
+// off is 128 here: its codes are flipped to unsigned). A function of its own because its target adds
+// avxvnni, which the plain AVX2 tile must never be compiled with (it runs on CPUs without it).
 template <QuantFormat F, int R>
 LATHE_AVX_VNNI void tile_vnni(const PrefillActivations& a, int64_t i0, int64_t k, const uint8_t* panel, float* y,
                               int64_t ldy, int64_t cols, bool accumulate) {
