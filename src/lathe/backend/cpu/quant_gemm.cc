@@ -1,6 +1,7 @@
 // The quantised GEMM dispatcher: decode rows go to the tier's GEMV with W's rows split over the workers;
-// prefill dequantises kPanelRows rows of W at a time into an f32 panel and runs the f32 GEMM on it (the
-// panel is reused by every row of x, so its dequantisation costs 1/m of the products).
+// prefill without an integer-dot GEMM (nf4, the scalar tier, AVX-512 without VNNI) dequantises kPanelRows
+// rows of W at a time into an f32 panel and runs the f32 GEMM on it (the panel is reused by every row of x,
+// so its dequantisation costs 1/m of the products).
 #include "lathe/backend/cpu/quant_gemm.h"
 
 #include <algorithm>
@@ -120,12 +121,12 @@ void quant_gemm(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, fl
     return quant_gemm_vnni_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
   }
   // The AVX2 tier's decode: vpmaddubsw on int8 activations, 1.1-1.4x the f32 FMA on dequantised codes
-  // (LATHE_CPU=avx2 on Zen 5, docs/benchmarks.md).
-  if (int_codes && cpu_tier() == CpuTier::kAvx2 && m >= 1 && m <= kQuantGemvMaxM)
-    return quant_gemm_avx2_int(m, x, ldx, w, y, ldy, accumulate, pool);
-  // Its prefill: vpmaddubsw on repacked panels, 1.3-3x the f32 GEMM on dequantised ones (docs/benchmarks.md).
-  if (int_codes && cpu_tier() == CpuTier::kAvx2 && m > kQuantGemvMaxM)
+  // (LATHE_CPU=avx2 on Zen 5); its prefill: vpmaddubsw (or AVX-VNNI) on repacked panels, 1.3-3x the f32 GEMM
+  // on dequantised ones (Intel Xeon; docs/benchmarks.md).
+  if (int_codes && cpu_tier() == CpuTier::kAvx2 && m >= 1) {
+    if (m <= kQuantGemvMaxM) return quant_gemm_avx2_int(m, x, ldx, w, y, ldy, accumulate, pool);
     return quant_gemm_avx2_prefill(m, x, ldx, w, y, ldy, accumulate, pool);
+  }
   quant_gemm_with(cpu_tier(), m, x, ldx, w, y, ldy, accumulate, pool);
 }
 

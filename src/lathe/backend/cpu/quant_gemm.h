@@ -1,8 +1,9 @@
 // y = x · deq(W)ᵀ for a quantised Linear weight W [n, k] (tensor/quant_weight.h). Decode (m <= 16 rows of
 // x) runs a GEMV that reads the packed codes once and dequantises them in registers (or, with AVX-512 VNNI,
 // meets them with int8 activations in integer dot products), the n rows of W split over the pool's
-// workers; prefill (more rows) runs an int8 GEMM on AVX-512 VNNI CPUs, elsewhere dequantises a block of W
-// rows at a time into an f32 panel and runs the f32 GEMM on it. The tier follows cpu_tier() (LATHE_CPU lowers it).
+// workers; prefill (more rows) runs an int8 GEMM on repacked W (AVX-512 VNNI, or the avx2 tier's vpmaddubsw /
+// AVX-VNNI), elsewhere (nf4, scalar, AVX-512 without VNNI) dequantises a block of W rows at a time into an f32
+// panel and runs the f32 GEMM on it. The tier follows cpu_tier() (LATHE_CPU lowers it).
 #pragma once
 
 #include <cstdint>
@@ -96,8 +97,8 @@ void quant_gemm_avx2_int(int64_t m, const float* x, int64_t ldx, const QuantMatr
                          bool accumulate, const ThreadPool& pool);
 
 // x row (k inputs) quantised per unit of 32 as ref::quantize_activation_unit: codes xq in input order,
-// dx per unit, T_g = Σ_{u in g} dx_u·Σxq_u per group of `group_units` units, corr_u = -off·Σxq_u (off 0:
-// Σxq_u). The AVX2 integer paths' activations.
+// dx per unit, T_g = Σ_{u in g} dx_u·Σxq_u per group of `group_units` units (t may be null: not written),
+// corr_u = -off·Σxq_u (off 0: Σxq_u). The AVX2 integer paths' activations.
 void quantize_activation_row_avx2(const float* x, int64_t k, int64_t group_units, int off, int8_t* xq, float* dx,
                                   float* t, int32_t* corr);
 // The AVX2 prefill GEMM through int8 activations (quant_gemm_avx2_prefill.cc): any m, formats int8 / int4 /
@@ -106,7 +107,7 @@ void quantize_activation_row_avx2(const float* x, int64_t k, int64_t group_units
 void quant_gemm_avx2_prefill(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy,
                              bool accumulate, const ThreadPool& pool);
 // The same with vpdpbusd (AVX-VNNI) or without (vpmaddubsw) chosen by the caller; the plain call takes
-// cpu_use_avx_vnni(). avx_vnni only where the CPU has AVX-VNNI.
+// cpu_use_avx_vnni(). avx_vnni only where cpu_has_avx_vnni() (asserted).
 void quant_gemm_avx2_prefill_with(bool avx_vnni, int64_t m, const float* x, int64_t ldx, const QuantMatrix& w,
                                   float* y, int64_t ldy, bool accumulate, const ThreadPool& pool);
 

@@ -237,22 +237,21 @@ void run_panel(const PrefillActivations& a, int64_t i0, int64_t rows, int64_t k,
 template <QuantFormat F, bool kVnni>
 void gemm_format(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, float* y, int64_t ldy, bool accumulate,
                  const ThreadPool& pool) {
-  const int64_t units = w.k / kQuantUnit, groups = w.k / w.spec.group;
+  const int64_t units = w.k / kQuantUnit;
   const int64_t tasks = (w.n + kPanels * kCols - 1) / (kPanels * kCols);
   const size_t panel_bytes = static_cast<size_t>(units * unit_bytes(F));  // a multiple of 32
   const size_t task_bytes = kPanels * panel_bytes;
   const size_t xq_bytes = static_cast<size_t>(m * w.k + 63) / 64 * 64;
-  const size_t side = static_cast<size_t>(m * units) * 4, t_bytes = static_cast<size_t>(m * groups) * 4;
+  const size_t side = static_cast<size_t>(m * units) * 4;
   const int workers = std::max(1, pool.n_threads());
   const std::shared_ptr<void> buf =
-      current_context().alloc.allocate(xq_bytes + 2 * side + t_bytes + static_cast<size_t>(workers) * task_bytes + 64);
+      current_context().alloc.allocate(xq_bytes + 2 * side + static_cast<size_t>(workers) * task_bytes + 64);
   auto* base = static_cast<uint8_t*>(buf.get());
   auto* xq = reinterpret_cast<int8_t*>(base);
   auto* dx = reinterpret_cast<float*>(base + xq_bytes);
   auto* corr = reinterpret_cast<int32_t*>(base + xq_bytes + side);
-  auto* t = reinterpret_cast<float*>(base + xq_bytes + 2 * side);  // T per group: unused here, written anyway
-  auto* panels = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base + xq_bytes + 2 * side + t_bytes) + 63) &
-                                            ~uintptr_t{63});
+  auto* panels =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base + xq_bytes + 2 * side) + 63) & ~uintptr_t{63});
   const int off = F == QuantFormat::kInt4   ? 8
                   : F == QuantFormat::kInt6 ? 32
                   : kVnni && F == QuantFormat::kInt8 ? 128  // its codes flipped to q + 128
@@ -261,7 +260,7 @@ void gemm_format(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, f
   pool.parallel_for((m + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task, int) {
     for (int64_t i = task * kRowsPerTask; i < std::min(m, (task + 1) * kRowsPerTask); ++i)
       quantize_activation_row_avx2(x + i * ldx, w.k, w.spec.group / kQuantUnit, off, xq + i * w.k, dx + i * units,
-                                   t + i * groups, corr + i * units);
+                                   /*t=*/nullptr, corr + i * units);
   });
   const PrefillActivations a{units, xq, dx, corr};
   pool.parallel_for(tasks, [&](int64_t b, int worker) {
@@ -272,8 +271,8 @@ void gemm_format(int64_t m, const float* x, int64_t ldx, const QuantMatrix& w, f
     // Rows outer, panels inner: a tile's 4 rows of xq stay in L1 across the 4 panels.
     for (int64_t i0 = 0; i0 < m; i0 += kMr)
       for (int64_t p = 0; p < n_panels; ++p)
-        run_panel<F, kVnni>(a, i0, std::min<int64_t>(kMr, m - i0), w.k, mine + p * panel_bytes, y + j0 + p * kCols, ldy,
-                     std::min(kCols, width - p * kCols), accumulate);
+        run_panel<F, kVnni>(a, i0, std::min<int64_t>(kMr, m - i0), w.k, mine + p * panel_bytes, y + j0 + p * kCols,
+                            ldy, std::min(kCols, width - p * kCols), accumulate);
   });
 }
 
@@ -283,6 +282,7 @@ void quant_gemm_avx2_prefill_with(bool avx_vnni, int64_t m, const float* x, int6
                                   float* y, int64_t ldy, bool accumulate, const ThreadPool& pool) {
   if (m <= 0 || w.n <= 0) return;
   LATHE_ASSERT(cpu_max_tier() >= CpuTier::kAvx2, "quant_gemm_avx2_prefill: a CPU without AVX2");
+  LATHE_ASSERT(!avx_vnni || cpu_has_avx_vnni(), "quant_gemm_avx2_prefill: AVX-VNNI asked of a CPU without it");
   const auto run = [&](auto vnni) {
     constexpr bool V = decltype(vnni)::value;
     switch (w.spec.format) {

@@ -292,7 +292,7 @@ LATHE_AVX2 void quantize_activation_row_avx2(const float* x, int64_t k, int64_t 
       corr[u] = off == 0 ? sum : -off * sum;
       tg += d * static_cast<float>(sum);
     }
-    t[g] = tg;
+    if (t) t[g] = tg;
   }
 }
 
